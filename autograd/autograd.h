@@ -1,0 +1,18 @@
+#pragma once
+// Everything of the autograd layer in one include.
+#include "autograd/error.h"
+#include "autograd/gradcheck.h"
+#include "autograd/ops/dropout.h"
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/indexing.h"
+#include "autograd/ops/layernorm.h"
+#include "autograd/ops/loss.h"
+#include "autograd/ops/matmul.h"
+#include "autograd/ops/reduce.h"
+#include "autograd/ops/softmax.h"
+#include "autograd/ops/unary.h"
+#include "autograd/ops/views.h"
+#include "autograd/random.h"
+#include "autograd/registry.h"
+#include "autograd/tape.h"
+#include "autograd/tensor.h"

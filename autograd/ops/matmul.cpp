@@ -1,0 +1,173 @@
+// Matrix products on CBLAS.   a: (..., M, K), b: (..., K, N) -> out: (..., M, N)
+#include "autograd/ops/matmul.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "autograd/kernels.h"
+#include "autograd/ops/views.h"
+#include "autograd/registry.h"
+#include "autograd/tape.h"
+
+namespace tapegrad {
+
+void set_num_threads(int threads) { openblas_set_num_threads(threads); }
+int num_threads() { return openblas_get_num_threads(); }
+
+namespace {
+
+/// How BLAS reads the last two dims (rows, cols) of a strided tensor in place: row-major with leading
+/// dim `ld`, transposed when the tensor's column stride is the large one.
+struct MatrixLayout {
+  bool transposed = false;
+  int64_t ld = 1;
+};
+
+/// The in-place layout when one exists (unit stride along one of the two dims, the other a valid
+/// leading dim); std::nullopt means BLAS cannot read it as is and it must be copied first.
+std::optional<MatrixLayout> blas_layout(const Tensor& t) {
+  const int r = t.dim();
+  const int64_t rows = t.shape()[r - 2], cols = t.shape()[r - 1];
+  const int64_t row_stride = t.strides()[r - 2], col_stride = t.strides()[r - 1];
+  if (col_stride == 1 || cols == 1) {
+    const int64_t ld = rows == 1 ? std::max<int64_t>(cols, 1) : row_stride;
+    if (ld >= std::max<int64_t>(cols, 1)) return MatrixLayout{false, ld};
+  }
+  if (row_stride == 1 || rows == 1) {
+    const int64_t ld = cols == 1 ? std::max<int64_t>(rows, 1) : col_stride;
+    if (ld >= std::max<int64_t>(rows, 1)) return MatrixLayout{true, ld};
+  }
+  return std::nullopt;
+}
+
+/// t itself when BLAS can read its matrices in place, else a contiguous copy (not recorded: the caller
+/// records the product against the original tensor).
+Tensor blas_readable(const Tensor& t) {
+  if (blas_layout(t)) return t;
+  NoGradGuard no_grad;
+  return t.clone();
+}
+
+Shape batch_of(const Shape& s) {
+  Shape batch = s;
+  batch.erase(batch.rank() - 1);
+  batch.erase(batch.rank() - 1);
+  return batch;
+}
+
+/// Strides of t's batch dims as if broadcast to `batch` (0 along broadcast dims).
+Shape batch_strides(const Tensor& t, const Shape& batch) {
+  Shape strides;
+  const int shift = batch.rank() - (t.dim() - 2);
+  for (int i = 0; i < batch.rank(); ++i) {
+    const int j = i - shift;
+    strides.push_back(j < 0 || t.shape()[j] == 1 ? 0 : t.strides()[j]);
+  }
+  return strides;
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+          int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+              a, lda, b, ldb, beta, c, ldc);
+}
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+          int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0,
+              a, lda, b, ldb, beta, c, ldc);
+}
+
+/// c[batch] (+)= op(a[batch]) @ op(b[batch]) for every index of `batch`, where each operand's matrices
+/// may be transposed views (`flip_*` transposes the operand once more, for the backward products) and
+/// its batch dims broadcast. c is contiguous with shape (c_batch..., M, N); when c's batch dims are
+/// broadcast (a gradient of a broadcast operand) several products land in one slice and add up.
+void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c, const Shape& batch,
+                  bool accumulate) {
+  const MatrixLayout la = *blas_layout(a), lb = *blas_layout(b);
+  const int ra = a.dim(), rb = b.dim(), rc = c.dim();
+  const int64_t m = c.shape()[rc - 2], n = c.shape()[rc - 1];
+  const int64_t k = flip_a ? a.shape()[ra - 2] : a.shape()[ra - 1];
+  if (m == 0 || n == 0) return;
+  const bool trans_a = la.transposed != flip_a, trans_b = lb.transposed != flip_b;
+  dispatch_float(a.dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    const T *pa = a.data<T>(), *pb = b.data<T>();
+    T* pc = c.data<T>();
+    for_each_row<3>(batch, {batch_strides(c, batch), batch_strides(a, batch), batch_strides(b, batch)},
+                    [&](auto off, int64_t count, auto step) {
+                      for (int64_t i = 0; i < count; ++i) {
+                        T* out = pc + off[0] + i * step[0];
+                        if (k == 0) {  // an empty sum: nothing to add
+                          if (!accumulate) std::fill(out, out + m * n, T(0));
+                          continue;
+                        }
+                        gemm(trans_a, trans_b, m, n, k, pa + off[1] + i * step[1], la.ld, pb + off[2] + i * step[2],
+                             lb.ld, accumulate ? T(1) : T(0), out, n);
+                      }
+                    });
+  });
+  (void)rb;
+}
+
+}  // namespace
+
+// matmul.  a: (..., M, K), b: (..., K, N) -> out: (..., M, N)
+// forward : out[i,j] = sum_k a[i,k] b[k,j]           (per batch index, batch dims broadcast)
+// backward: da = dout @ bᵀ,  db = aᵀ @ dout           (summed over the batch dims each operand was
+//           broadcast along; gemm with beta = 1 adds each product into the gradient buffer)
+// saves   : a, b as the (possibly strided) views BLAS reads
+struct MatmulNode : NodeOf<MatmulNode> {
+  static constexpr const char* kName = "matmul";
+  Saved a, b;
+  Shape batch;
+  void backward(const Tensor& dout, BackwardContext& ctx) override {
+    if (Tensor* da = ctx.grad(0)) batched_gemm(dout, false, b.get(kName), true, *da, batch, true);
+    if (Tensor* db = ctx.grad(1)) batched_gemm(a.get(kName), true, dout, false, *db, batch, true);
+  }
+};
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  if (a_in.dim() == 0 || b_in.dim() == 0)
+    throw ShapeError(cat("matmul: ", a_in.shape(), " @ ", b_in.shape(), ": operands must have at least 1 dim"));
+  // Vectors as in torch.matmul: a (K) is a row (1, K), b (K) a column (K, 1); that dim is dropped after.
+  if (a_in.dim() == 1) return squeeze(matmul(unsqueeze(a_in, 0), b_in), -2);
+  if (b_in.dim() == 1) return squeeze(matmul(a_in, unsqueeze(b_in, -1)), -1);
+  check_same_float(a_in, b_in, "matmul");
+  const int64_t k_a = a_in.shape()[a_in.dim() - 1], k_b = b_in.shape()[b_in.dim() - 2];
+  if (k_a != k_b)
+    throw ShapeError(cat("matmul: ", a_in.shape(), " @ ", b_in.shape(), ": inner dims ", k_a, " and ", k_b, " differ"));
+  Shape batch;
+  try {
+    batch = broadcast_shapes(batch_of(a_in.shape()), batch_of(b_in.shape()), "matmul");
+  } catch (const ShapeError&) {
+    throw ShapeError(cat("matmul: ", a_in.shape(), " @ ", b_in.shape(), ": batch dims ", batch_of(a_in.shape()),
+                         " and ", batch_of(b_in.shape()), " do not broadcast"));
+  }
+  const Tensor a = blas_readable(a_in), b = blas_readable(b_in);
+  Shape out_shape = batch;
+  out_shape.push_back(a.shape()[a.dim() - 2]);
+  out_shape.push_back(b.shape()[b.dim() - 1]);
+  Tensor out = empty(out_shape, a.dtype());
+  batched_gemm(a, false, b, false, out, batch, false);
+  if (auto* node = record<MatmulNode>(out, a_in, b_in)) {
+    node->a = a;
+    node->b = b;
+    node->batch = batch;
+  }
+  return out;
+}
+
+namespace {
+const bool registered = register_gradchecks({
+    op_case("matmul/2d", {{{3, 4}}, {{4, 5}}}, [](auto& in) { return matmul(in[0], in[1]); }),
+    op_case("matmul/batched-broadcast", {{{2, 1, 3, 4}}, {{3, 4, 2}}}, [](auto& in) { return matmul(in[0], in[1]); }),
+    op_case("matmul/transposed-operands", {{{4, 3}}, {{2, 5, 4}}},
+            [](auto& in) { return matmul(transpose(in[0], 0, 1), transpose(in[1], 1, 2)); }),
+    op_case("matmul/vector-matrix", {{{4}}, {{4, 3}}}, [](auto& in) { return matmul(in[0], in[1]); }),
+    op_case("matmul/matrix-vector", {{{2, 3, 4}}, {{4}}}, [](auto& in) { return matmul(in[0], in[1]); }),
+});
+}  // namespace
+
+}  // namespace tapegrad

@@ -1,0 +1,16 @@
+#pragma once
+// Matrix products on CBLAS sgemm/dgemm.
+#include "autograd/tensor.h"
+
+namespace tapegrad {
+
+/// a @ b, as torch.matmul: 2-D, or batched (..., M, K) @ (..., K, N) -> (..., M, N) with broadcast batch
+/// dims; a 1-D operand is a vector (a row for a, a column for b) and its dim is dropped from the result.
+/// Transposed or row-strided operands go to BLAS as transpose flags and leading dims, never copied.
+Tensor matmul(const Tensor& a, const Tensor& b);
+
+/// Controls how many threads OpenBLAS uses (tapegrad owns the threads; 0 = all cores).
+void set_num_threads(int threads);
+int num_threads();
+
+}  // namespace tapegrad

@@ -1,0 +1,145 @@
+#include "autograd/tape.h"
+
+#include <sstream>
+
+#include "autograd/kernels.h"
+
+namespace tapegrad {
+
+namespace {
+thread_local bool grad_mode = true;
+}
+
+bool grad_enabled() { return grad_mode; }
+void set_grad_enabled(bool enabled) { grad_mode = enabled; }
+
+const Tensor& Saved::get(const char* op) const {
+  if (tensor_.defined() && tensor_.storage()->version != version_)
+    throw AutogradError(cat(op, " backward: a tensor it saved (shape ", tensor_.shape(),
+                            ") was modified in place after the forward pass; its gradient would be wrong"));
+  return tensor_;
+}
+
+Tape& Tape::current() {
+  thread_local Tape tape;
+  return tape;
+}
+
+void Tape::clear() {
+  // Release from the newest entry back, so that no destructor chain depends on an older entry.
+  while (!entries_.empty()) entries_.pop_back();
+  ++generation_;
+}
+
+void Tape::append(std::unique_ptr<Node> node, Tensor& out) {
+  node->out_shape = out.shape();
+  auto meta = std::make_shared<AutogradMeta>();
+  meta->node = static_cast<int64_t>(entries_.size());
+  meta->tape_generation = generation_;
+  out.impl().autograd = std::move(meta);
+  entries_.push_back(std::move(node));
+}
+
+std::string Tape::dump() const {
+  std::ostringstream out;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Node& node = *entries_[i];
+    out << '#' << i << ' ' << node.name() << ' ' << node.out_shape << " <-";
+    for (const Edge& edge : node.inputs) {
+      if (!edge.meta) out << " const" << edge.shape;
+      else if (edge.meta->node < 0) out << " leaf" << edge.shape;
+      else out << " #" << edge.meta->node << edge.shape;
+    }
+    out << '\n';
+  }
+  return out.str();
+}
+
+namespace detail {
+
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs) {
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+void add_edge(Node& node, const Tensor& t, const char* op) {
+  Edge edge;
+  if (t.defined()) {
+    edge.shape = t.shape();
+    edge.dtype = t.dtype();
+    if (t.requires_grad()) {
+      const auto& meta = t.impl().autograd;
+      if (meta->node >= 0 && meta->tape_generation != Tape::current().generation())
+        throw AutogradError(cat(op, ": an input (shape ", t.shape(),
+                                ") was computed on a tape that backward() already released; "
+                                "recompute it, or detach() it to use it as a constant"));
+      edge.meta = meta;
+    }
+  }
+  node.inputs.push_back(std::move(edge));
+}
+
+void add_edges(Node& node, std::initializer_list<const Tensor*> inputs, const char* op) {
+  node.inputs.reserve(inputs.size());
+  for (const Tensor* t : inputs) add_edge(node, *t, op);
+}
+
+}  // namespace detail
+
+Tensor* BackwardContext::grad(size_t k) {
+  if (!needs_grad(k)) return nullptr;
+  const Edge& edge = node_.inputs[k];
+  Tensor& slot = edge.meta->node < 0 ? edge.meta->grad : slots_[edge.meta->node];
+  if (!slot.defined()) slot = zeros(edge.shape, edge.dtype);
+  return &slot;
+}
+
+void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
+  if (!root.requires_grad())
+    throw AutogradError(cat("backward: the tensor (shape ", root.shape(),
+                            ") does not require grad: no input of the ops that made it requires grad, "
+                            "or it was computed under NoGradGuard"));
+  Tensor seed;
+  NoGradGuard no_grad;  // neither the seed nor the backward rules are themselves recorded
+  if (!gradient.defined()) {
+    if (root.numel() != 1)
+      throw AutogradError(cat("backward: output of shape ", root.shape(),
+                              " is not a scalar; pass a gradient of the same shape"));
+    seed = ones(root.shape(), root.dtype());
+  } else {
+    if (!(gradient.shape() == root.shape()))
+      throw AutogradError(cat("backward: gradient shape ", gradient.shape(), " differs from output shape ",
+                              root.shape()));
+    seed = gradient.to(root.dtype()).contiguous().detach();
+  }
+
+  AutogradMeta& meta = *root.impl().autograd;
+  if (meta.node < 0) {  // a leaf: its gradient is the seed itself
+    if (!meta.grad.defined()) meta.grad = zeros(root.shape(), root.dtype());
+    accumulate_into(meta.grad, seed);
+    return;
+  }
+  Tape& tape = Tape::current();
+  if (meta.tape_generation != tape.generation() || meta.node >= static_cast<int64_t>(tape.size()))
+    throw AutogradError(
+        "backward: the tape that recorded this tensor was already released by an earlier backward(); "
+        "run the forward pass again (or pass retain_tape = true to the first backward)");
+
+  // slots[i] holds d loss / d (output of entry i) until entry i has run; then it is released.
+  std::vector<Tensor> slots(meta.node + 1);
+  slots[meta.node] = seed;
+  for (int64_t i = meta.node; i >= 0; --i) {
+    if (!slots[i].defined()) continue;
+    Node& node = *tape.entries_[i];
+    BackwardContext ctx(node, slots);
+    node.backward(slots[i], ctx);
+    slots[i] = Tensor();
+  }
+  if (!retain_tape) tape.clear();
+}
+
+void Tensor::backward() const { tapegrad::backward(*this); }
+void Tensor::backward(const Tensor& gradient) const { tapegrad::backward(*this, gradient); }
+
+}  // namespace tapegrad

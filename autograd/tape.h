@@ -1,0 +1,162 @@
+#pragma once
+// The dynamic tape. While grad mode is on, every op whose inputs require grad appends one entry (a Node)
+// to the current thread's tape: the typed state its backward needs and the backward rule. backward()
+// walks the tape once in reverse, each entry adding its inputs' gradients (+=), then releases it.
+// docs/autograd.md explains the design.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tapegrad {
+
+// ---- grad mode ----
+/// Whether ops record themselves on this thread (on by default).
+bool grad_enabled();
+void set_grad_enabled(bool enabled);
+/// RAII: no op records itself while it lives (evaluation, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(previous_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// A tensor a node saved for its backward, with the storage version it had then: reading it after an
+/// in-place write throws instead of silently producing a wrong gradient.
+class Saved {
+ public:
+  Saved() = default;
+  Saved(const Tensor& t) : tensor_(t), version_(t.defined() ? t.storage()->version : 0) {}
+  const Tensor& get(const char* op) const;
+
+ private:
+  Tensor tensor_;
+  uint64_t version_ = 0;
+};
+
+/// One input of a tape entry: where its gradient goes (null meta: it needs none) and its shape.
+struct Edge {
+  std::shared_ptr<AutogradMeta> meta;
+  Shape shape;
+  DType dtype = DType::float32;
+};
+
+class BackwardContext;
+
+/// One tape entry. Each op defines a node type deriving from NodeOf<ItsNode> that holds exactly what its
+/// backward reads.
+struct Node {
+  virtual ~Node() = default;
+  virtual const char* name() const = 0;
+  /// Adds this entry's contribution into each input's gradient; dout = d loss / d output, contiguous,
+  /// of the output's shape and dtype.
+  virtual void backward(const Tensor& dout, BackwardContext& ctx) = 0;
+
+  std::vector<Edge> inputs;
+  Shape out_shape;
+};
+
+/// Registers a node kind by name (see registry.h); called once per kind when the library loads.
+bool register_node_kind(const char* name);
+
+/// Base of every node type: gives it its name (Derived::kName) and registers the kind, so that the
+/// registry test knows every kind of entry that exists and can demand a gradcheck for it.
+template <class Derived>
+struct NodeOf : Node {
+  NodeOf() { (void)kind_registered; }
+  const char* name() const override { return Derived::kName; }
+  static inline const bool kind_registered = register_node_kind(Derived::kName);
+};
+
+/// Handed to Node::backward: the gradient buffers of the node's inputs.
+class BackwardContext {
+ public:
+  BackwardContext(const Node& node, std::vector<Tensor>& slots) : node_(node), slots_(slots) {}
+  /// True when input k needs a gradient.
+  bool needs_grad(size_t k) const { return k < node_.inputs.size() && node_.inputs[k].meta != nullptr; }
+  /// Input k's gradient buffer (contiguous, of the input's shape and dtype, zero-filled at first use),
+  /// to be added into; nullptr when input k needs no gradient.
+  Tensor* grad(size_t k);
+
+ private:
+  const Node& node_;
+  std::vector<Tensor>& slots_;
+};
+
+class Tape {
+ public:
+  /// This thread's tape.
+  static Tape& current();
+
+  size_t size() const { return entries_.size(); }
+  const Node& entry(size_t i) const { return *entries_[i]; }
+  /// Increments each time the tape is released; tensors remember the generation they were recorded in.
+  uint64_t generation() const { return generation_; }
+  /// Releases every entry (and what it saved).
+  void clear();
+  /// One line per entry: index, op, output shape, and where each input comes from.
+  std::string dump() const;
+
+  /// Appends `node` as the producer of `out` (which becomes a non-leaf that requires grad).
+  void append(std::unique_ptr<Node> node, Tensor& out);
+
+ private:
+  friend void backward(const Tensor&, const Tensor&, bool);
+  std::vector<std::unique_ptr<Node>> entries_;
+  uint64_t generation_ = 1;
+};
+
+/// Records an op: when grad mode is on and any input requires grad, creates NodeT with edges to the
+/// inputs, makes `out` its output on the tape and returns the node for the op to fill in what its
+/// backward needs. Otherwise returns nullptr and records nothing.
+///   if (auto* node = record<SoftmaxNode>(y, x)) node->y = y;
+template <class NodeT, class... Inputs>
+NodeT* record(Tensor& out, const Inputs&... inputs);
+
+/// record() for an op with a variable number of inputs (concat).
+template <class NodeT>
+NodeT* record_list(Tensor& out, const std::vector<Tensor>& inputs);
+
+/// Gradients of `root` w.r.t. every leaf that requires grad, accumulated (+=) into their .grad.
+/// A non-scalar root needs `gradient` (same shape): the result is then the gradient of sum(root ⊙ gradient).
+/// The tape is released afterwards unless retain_tape is set.
+void backward(const Tensor& root, const Tensor& gradient = {}, bool retain_tape = false);
+
+// ---- implementation of record ----
+namespace detail {
+bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
+void add_edges(Node& node, std::initializer_list<const Tensor*> inputs, const char* op);
+void add_edge(Node& node, const Tensor& input, const char* op);
+}  // namespace detail
+
+template <class NodeT, class... Inputs>
+NodeT* record(Tensor& out, const Inputs&... inputs) {
+  std::initializer_list<const Tensor*> list{&inputs...};
+  if (!grad_enabled() || !detail::any_requires_grad(list)) return nullptr;
+  auto node = std::make_unique<NodeT>();
+  NodeT* raw = node.get();
+  detail::add_edges(*raw, list, NodeT::kName);
+  Tape::current().append(std::move(node), out);
+  return raw;
+}
+
+template <class NodeT>
+NodeT* record_list(Tensor& out, const std::vector<Tensor>& inputs) {
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
+  if (!grad_enabled() || !any) return nullptr;
+  auto node = std::make_unique<NodeT>();
+  NodeT* raw = node.get();
+  for (const Tensor& t : inputs) detail::add_edge(*raw, t, NodeT::kName);
+  Tape::current().append(std::move(node), out);
+  return raw;
+}
+
+}  // namespace tapegrad

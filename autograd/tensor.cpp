@@ -1,0 +1,285 @@
+#include "autograd/tensor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "autograd/kernels.h"
+#include "autograd/random.h"
+#include "autograd/tape.h"
+
+namespace tapegrad {
+
+Storage::Storage(size_t nbytes) : bytes(nbytes) {
+  // 64-byte alignment suits AVX-512 loads; aligned_alloc wants a multiple of the alignment.
+  const size_t rounded = (nbytes + 63) / 64 * 64;
+  data = rounded ? std::aligned_alloc(64, rounded) : nullptr;
+  if (rounded && !data) throw Error(cat("out of memory allocating ", nbytes, " bytes"));
+}
+
+Storage::~Storage() { std::free(data); }
+
+namespace {
+
+double read_element(const void* base, DType dtype, int64_t index) {
+  switch (dtype) {
+    case DType::float32: return static_cast<const float*>(base)[index];
+    case DType::float64: return static_cast<const double*>(base)[index];
+    case DType::int64: return static_cast<double>(static_cast<const int64_t*>(base)[index]);
+    case DType::boolean: return static_cast<const uint8_t*>(base)[index] ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+void write_element(void* base, DType dtype, int64_t index, double value) {
+  switch (dtype) {
+    case DType::float32: static_cast<float*>(base)[index] = static_cast<float>(value); break;
+    case DType::float64: static_cast<double*>(base)[index] = value; break;
+    case DType::int64: static_cast<int64_t*>(base)[index] = static_cast<int64_t>(value); break;
+    case DType::boolean: static_cast<uint8_t*>(base)[index] = value != 0; break;
+  }
+}
+
+/// Element offsets of every element in row-major order.
+template <class Fn>
+void for_each_offset(const Tensor& t, Fn fn) {
+  for_each_row<1>(t.shape(), {t.strides()}, [&](auto off, int64_t n, auto step) {
+    for (int64_t k = 0; k < n; ++k) fn(off[0] + k * step[0]);
+  });
+}
+
+void check_in_place(const Tensor& t, const char* op) {
+  if (t.requires_grad() && grad_enabled())
+    throw AutogradError(cat(op, ": in-place write to a tensor that requires grad (shape ", t.shape(),
+                            "); do it under NoGradGuard, or on a detach()ed copy"));
+}
+
+void* base_of(const Tensor& t) {
+  return static_cast<char*>(t.storage()->data) + t.offset() * static_cast<int64_t>(itemsize(t.dtype()));
+}
+
+}  // namespace
+
+int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size", shape())]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int i = dim() - 1; i >= 0; --i) {
+    if (shape()[i] != 1 && strides()[i] != expected) return false;
+    expected *= shape()[i];
+  }
+  return true;
+}
+
+double Tensor::item() const {
+  if (numel() != 1) throw ShapeError(cat("item: tensor of shape ", shape(), " has ", numel(), " elements, not 1"));
+  return read_element(base_of(*this), dtype(), 0);
+}
+
+double Tensor::at(std::initializer_list<int64_t> index) const {
+  if (static_cast<int>(index.size()) != dim())
+    throw ShapeError(cat("at: ", index.size(), " indices for a tensor of shape ", shape()));
+  int64_t offset = 0, d = 0;
+  for (int64_t i : index) {
+    if (i < 0 || i >= shape()[d]) throw ShapeError(cat("at: index ", i, " out of range for dim ", d, " of ", shape()));
+    offset += i * strides()[d++];
+  }
+  return read_element(base_of(*this), dtype(), offset);
+}
+
+std::vector<double> Tensor::to_vector() const {
+  std::vector<double> values;
+  values.reserve(numel());
+  const void* base = base_of(*this);
+  for_each_offset(*this, [&](int64_t off) { values.push_back(read_element(base, dtype(), off)); });
+  return values;
+}
+
+std::vector<int64_t> Tensor::to_int_vector() const {
+  std::vector<int64_t> values;
+  for (double v : to_vector()) values.push_back(static_cast<int64_t>(v));
+  return values;
+}
+
+Tensor& Tensor::requires_grad_(bool on) {
+  if (!on) {
+    if (!is_leaf()) throw AutogradError("requires_grad_(false): only leaves can stop requiring grad; use detach()");
+    impl().autograd.reset();
+    return *this;
+  }
+  if (!is_floating(dtype()))
+    throw DTypeError(cat("requires_grad_: only float tensors can require grad, not ", dtype_name(dtype())));
+  if (!impl().autograd) impl().autograd = std::make_shared<AutogradMeta>();
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return !requires_grad() || impl_->autograd->node < 0; }
+
+Tensor Tensor::grad() const { return requires_grad() ? impl().autograd->grad : Tensor(); }
+
+void Tensor::zero_grad() const {
+  if (requires_grad()) impl().autograd->grad = Tensor();
+}
+
+Tensor Tensor::detach() const {
+  auto view = std::make_shared<TensorImpl>(impl());
+  view->autograd.reset();
+  return Tensor(std::move(view));
+}
+
+Tensor& Tensor::fill_(double value) {
+  check_in_place(*this, "fill_");
+  void* base = base_of(*this);
+  for_each_offset(*this, [&](int64_t off) { write_element(base, dtype(), off, value); });
+  ++storage()->version;
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& source) {
+  check_in_place(*this, "copy_");
+  if (!(source.shape() == shape()))
+    throw ShapeError(cat("copy_: source shape ", source.shape(), " differs from destination shape ", shape()));
+  if (is_floating(source.dtype()) != is_floating(dtype()))
+    throw DTypeError(cat("copy_: cannot copy ", dtype_name(source.dtype()), " into ", dtype_name(dtype())));
+  if (source.dtype() == dtype() && is_contiguous() && source.is_contiguous()) {
+    if (numel()) std::memmove(base_of(*this), base_of(source), numel() * itemsize(dtype()));
+  } else {
+    const void* from = base_of(source);
+    void* to = base_of(*this);
+    for_each_row<2>(shape(), {strides(), source.strides()}, [&](auto off, int64_t n, auto step) {
+      for (int64_t k = 0; k < n; ++k)
+        write_element(to, dtype(), off[0] + k * step[0], read_element(from, source.dtype(), off[1] + k * step[1]));
+    });
+  }
+  ++storage()->version;
+  return *this;
+}
+
+// ---- creation ----
+
+Tensor empty(const Shape& shape, DType dtype) {
+  for (int64_t d : shape)
+    if (d < 0) throw ShapeError(cat("empty: negative dim in shape ", shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(shape.numel() * itemsize(dtype));
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor zeros(const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  if (t.numel()) std::memset(t.storage()->data, 0, t.numel() * itemsize(dtype));
+  return t;
+}
+
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  void* base = t.storage()->data;
+  for (int64_t i = 0; i < t.numel(); ++i) write_element(base, dtype, i, value);
+  return t;
+}
+
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1, dtype); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  if (step == 0) throw ValueError("arange: step must be nonzero");
+  const double count = std::ceil((end - start) / step);
+  const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
+  Tensor t = empty({n}, dtype);
+  for (int64_t i = 0; i < n; ++i) write_element(t.storage()->data, dtype, i, start + i * step);
+  return t;
+}
+
+Tensor arange(int64_t end, DType dtype) { return arange(0, static_cast<double>(end), 1, dtype); }
+
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  if (static_cast<int64_t>(values.size()) != shape.numel())
+    throw ShapeError(cat("tensor: ", values.size(), " values do not fill shape ", shape, " (", shape.numel(), ")"));
+  Tensor t = empty(shape, dtype);
+  for (size_t i = 0; i < values.size(); ++i) write_element(t.storage()->data, dtype, i, values[i]);
+  return t;
+}
+
+Tensor tensor(const std::vector<double>& values, DType dtype) {
+  return tensor(values, Shape{static_cast<int64_t>(values.size())}, dtype);
+}
+
+Tensor ids(const std::vector<int64_t>& values, const Shape& shape) {
+  if (static_cast<int64_t>(values.size()) != shape.numel())
+    throw ShapeError(cat("ids: ", values.size(), " values do not fill shape ", shape));
+  Tensor t = empty(shape, DType::int64);
+  if (!values.empty()) std::memcpy(t.storage()->data, values.data(), values.size() * sizeof(int64_t));
+  return t;
+}
+
+Tensor mask(const std::vector<int>& values, const Shape& shape) {
+  if (static_cast<int64_t>(values.size()) != shape.numel())
+    throw ShapeError(cat("mask: ", values.size(), " values do not fill shape ", shape));
+  Tensor t = empty(shape, DType::boolean);
+  for (size_t i = 0; i < values.size(); ++i) static_cast<uint8_t*>(t.storage()->data)[i] = values[i] != 0;
+  return t;
+}
+
+Tensor uniform(const Shape& shape, Generator& gen, double low, double high, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  dispatch_float(dtype, "uniform", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double u = std::is_same_v<T, float> ? gen.uniform_float() : gen.uniform();
+      p[i] = static_cast<T>(low + (high - low) * u);
+    }
+  });
+  return t;
+}
+
+Tensor rand(const Shape& shape, Generator& gen, DType dtype) { return uniform(shape, gen, 0, 1, dtype); }
+
+Tensor randn(const Shape& shape, Generator& gen, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  dispatch_float(dtype, "randn", [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(gen.normal());
+  });
+  return t;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  if (!(a.shape() == b.shape())) throw ShapeError(cat("max_abs_diff: shapes ", a.shape(), " and ", b.shape(), " differ"));
+  const auto x = a.to_vector(), y = b.to_vector();
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double d = std::fabs(x[i] - y[i]);
+    if (d > worst || std::isnan(d)) worst = d;
+  }
+  return worst;
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  if (!(a.shape() == b.shape())) return false;
+  const auto x = a.to_vector(), y = b.to_vector();
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!(std::fabs(x[i] - y[i]) <= atol + rtol * std::fabs(y[i]))) return false;
+  return true;
+}
+
+void check_same_float(const Tensor& a, const Tensor& b, const char* op) {
+  if (!is_floating(a.dtype()) || a.dtype() != b.dtype())
+    throw DTypeError(cat(op, ": operands ", a.shape(), " ", dtype_name(a.dtype()), " and ", b.shape(), " ",
+                         dtype_name(b.dtype()), " must share one float dtype (convert one with .to())"));
+}
+
+void accumulate_into(Tensor& dst, const Tensor& src, double scale) {
+  if (scale == 1)
+    accumulate_map(&dst, src, "accumulate", [](auto x) { return x; });
+  else
+    accumulate_map(&dst, src, "accumulate", [scale](auto x) { return static_cast<decltype(x)>(scale) * x; });
+  ++dst.storage()->version;
+}
+
+}  // namespace tapegrad
