@@ -1,0 +1,223 @@
+// softmax and log_softmax over one dim, stable and fused, with hand-derived backward rules; and the
+// explicit softmax Jacobian for teaching and tests.
+//
+// Layout: the op runs on a contiguous copy of x (x itself when already contiguous), seen as
+// (outer, n, inner) with the softmax dim in the middle. The last dim (inner == 1) is the fast path:
+// every row is n adjacent elements. Any other dim walks the same rows with stride `inner`. The output,
+// the saved y, dy and the gradient buffer are all contiguous of x's shape, so they share the layout.
+//
+// A row that is entirely -inf (every key masked) has no defined softmax. We return zeros for softmax
+// (an attention row with no keys then mixes no values) and -inf for log_softmax (log 0), both with a
+// zero gradient, instead of the NaN that exp(-inf - -inf) would give.
+#include "autograd/ops/softmax.h"
+
+#include <cmath>
+#include <limits>
+
+#include "autograd/kernels.h"
+#include "autograd/registry.h"
+#include "autograd/tape.h"
+
+namespace tapegrad {
+
+namespace {
+
+/// The contiguous tensor viewed as (outer, n, inner) around dim d.
+struct RowLayout {
+  int64_t outer = 1, n = 1, inner = 1;
+  int64_t rows() const { return outer * inner; }
+  /// Offset of the first element of row r (rows ordered outer-major), in elements.
+  int64_t start(int64_t r) const { return (r / inner) * n * inner + r % inner; }
+  /// Distance between consecutive elements of a row.
+  int64_t step() const { return inner; }
+};
+
+RowLayout row_layout(const Shape& shape, int d) {
+  RowLayout layout;
+  for (int i = 0; i < d; ++i) layout.outer *= shape[i];
+  layout.n = shape[d];
+  for (int i = d + 1; i < shape.rank(); ++i) layout.inner *= shape[i];
+  return layout;
+}
+
+/// Calls body(offset, stride) once per row; the last-dim case passes the literal stride 1 so that the
+/// row loops compile to plain contiguous loops.
+template <class Body>
+void for_each_softmax_row(const RowLayout& layout, Body&& body) {
+  if (layout.n == 0) return;
+  if (layout.inner == 1) {
+    for (int64_t r = 0; r < layout.outer; ++r) body(r * layout.n, std::integral_constant<int64_t, 1>{});
+  } else {
+    for (int64_t r = 0; r < layout.rows(); ++r) body(layout.start(r), layout.step());
+  }
+}
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+/// y = softmax (or log_softmax) of every row of the contiguous x.
+Tensor softmax_forward(const Tensor& x, int d, bool log, const char* op) {
+  Tensor y = empty(x.shape(), x.dtype());
+  const RowLayout layout = row_layout(x.shape(), d);
+  dispatch_float(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    for_each_softmax_row(layout, [&](int64_t offset, auto stride) {
+      const T* in = px + offset;
+      T* out = py + offset;
+      const int64_t n = layout.n;
+      T m = in[0];
+      for (int64_t i = 1; i < n; ++i) m = in[i * stride] > m ? in[i * stride] : m;
+      if (m == T(kNegInf)) {  // fully masked row: see the file comment
+        const T fill = log ? T(kNegInf) : T(0);
+        for (int64_t i = 0; i < n; ++i) out[i * stride] = fill;
+        return;
+      }
+      double s = 0;  // every term is in (0, 1] and one is exactly 1, so s is in [1, n]: no overflow
+      if (log) {
+        for (int64_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(in[i * stride] - m));
+        const T shift = m + static_cast<T>(std::log(s));
+        for (int64_t i = 0; i < n; ++i) out[i * stride] = in[i * stride] - shift;
+      } else {
+        for (int64_t i = 0; i < n; ++i) {
+          const T e = std::exp(in[i * stride] - m);
+          out[i * stride] = e;
+          s += e;
+        }
+        const T inv = static_cast<T>(1.0 / s);
+        for (int64_t i = 0; i < n; ++i) out[i * stride] *= inv;
+      }
+    });
+  });
+  return y;
+}
+
+void check_backward_shapes(const Tensor& dy, const Tensor& y, const char* op) {
+  if (!(dy.shape() == y.shape()) || dy.dtype() != y.dtype())
+    throw AutogradError(cat(op, " backward: dy ", dy.shape(), " ", dtype_name(dy.dtype()), " vs y ", y.shape(), " ",
+                            dtype_name(y.dtype())));
+}
+
+/// The dim, wrapped, after checking that x is a floating tensor with at least one dim.
+int checked_dim(const Tensor& x, int64_t dim, const char* op) {
+  if (!is_floating(x.dtype()))
+    throw DTypeError(cat(op, ": expected a float32 or float64 tensor, got ", dtype_name(x.dtype()), " of shape ",
+                         x.shape()));
+  return wrap_dim(dim, x.dim(), op, x.shape());
+}
+
+}  // namespace
+
+// softmax over dim.   x: (..., n, ...) -> y: same shape;  per row (the n elements along dim):
+// forward : y_i = exp(x_i - m) / sum_j exp(x_j - m),  m = max_j x_j   (m cancels; it only keeps exp ≤ 1)
+// Jacobian: dy_i/dx_k = y_i δ_ik - y_i y_k,  i.e. J = diag(y) - y yᵀ   (symmetric)
+// backward: dx_k = sum_i dy_i J_ik = y_k dy_k - y_k sum_i dy_i y_i,  i.e.
+//           dx = Jᵀ dy = y ⊙ (dy - <dy, y>)      O(n) per row; J is never built
+// saves   : y only
+struct SoftmaxNode : NodeOf<SoftmaxNode> {
+  static constexpr const char* kName = "softmax";
+  Saved y;
+  int dim = -1;
+  void backward(const Tensor& dy, BackwardContext& ctx) override {
+    Tensor* dx = ctx.grad(0);
+    if (!dx) return;
+    const Tensor& yv = y.get(kName);
+    check_backward_shapes(dy, yv, kName);
+    const RowLayout layout = row_layout(yv.shape(), dim);
+    dispatch_float(yv.dtype(), kName, [&](auto tag) {
+      using T = decltype(tag);
+      const T *py = yv.data<T>(), *pdy = dy.data<T>();
+      T* pdx = dx->data<T>();
+      for_each_softmax_row(layout, [&](int64_t offset, auto stride) {
+        const T *yr = py + offset, *g = pdy + offset;
+        T* d = pdx + offset;
+        double dot = 0;  // <dy, y>
+        for (int64_t i = 0; i < layout.n; ++i) dot += static_cast<double>(g[i * stride]) * yr[i * stride];
+        const T c = static_cast<T>(dot);
+        for (int64_t i = 0; i < layout.n; ++i) d[i * stride] += yr[i * stride] * (g[i * stride] - c);
+      });
+    });
+  }
+};
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  const int d = checked_dim(x, dim, "softmax");
+  Tensor y = softmax_forward(x.detach().contiguous(), d, /*log=*/false, "softmax");
+  if (auto* node = record<SoftmaxNode>(y, x)) {
+    node->y = y;
+    node->dim = d;
+  }
+  return y;
+}
+
+// log_softmax over dim.   x: (..., n, ...) -> y: same shape;  per row:
+// forward : y_i = x_i - m - log sum_j exp(x_j - m),  m = max_j x_j
+// Jacobian: dy_i/dx_k = δ_ik - softmax(x)_k,  and softmax(x) = exp(y)
+// backward: dx_k = sum_i dy_i (δ_ik - exp(y_k)) = dy_k - exp(y_k) sum_i dy_i,  i.e.
+//           dx = dy - exp(y) · sum(dy)      O(n) per row
+// saves   : y only (a fully masked row, all y = -inf, gets zero gradient: see the file comment)
+struct LogSoftmaxNode : NodeOf<LogSoftmaxNode> {
+  static constexpr const char* kName = "log_softmax";
+  Saved y;
+  int dim = -1;
+  void backward(const Tensor& dy, BackwardContext& ctx) override {
+    Tensor* dx = ctx.grad(0);
+    if (!dx) return;
+    const Tensor& yv = y.get(kName);
+    check_backward_shapes(dy, yv, kName);
+    const RowLayout layout = row_layout(yv.shape(), dim);
+    dispatch_float(yv.dtype(), kName, [&](auto tag) {
+      using T = decltype(tag);
+      const T *py = yv.data<T>(), *pdy = dy.data<T>();
+      T* pdx = dx->data<T>();
+      for_each_softmax_row(layout, [&](int64_t offset, auto stride) {
+        const T *yr = py + offset, *g = pdy + offset;
+        T* d = pdx + offset;
+        double total = 0;  // sum(dy)
+        bool masked = true;
+        for (int64_t i = 0; i < layout.n; ++i) {
+          total += g[i * stride];
+          masked = masked && yr[i * stride] == T(kNegInf);
+        }
+        if (masked) return;
+        const T c = static_cast<T>(total);
+        for (int64_t i = 0; i < layout.n; ++i) d[i * stride] += g[i * stride] - std::exp(yr[i * stride]) * c;
+      });
+    });
+  }
+};
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  const int d = checked_dim(x, dim, "log_softmax");
+  Tensor y = softmax_forward(x.detach().contiguous(), d, /*log=*/true, "log_softmax");
+  if (auto* node = record<LogSoftmaxNode>(y, x)) {
+    node->y = y;
+    node->dim = d;
+  }
+  return y;
+}
+
+// softmax_jacobian.   p: (n) -> J: (n, n),  J_ik = p_i δ_ik - p_i p_k   (not recorded)
+Tensor softmax_jacobian(const Tensor& p) {
+  if (p.dim() != 1) throw ShapeError(cat("softmax_jacobian: expected a 1-D probability vector, got shape ", p.shape()));
+  if (!is_floating(p.dtype()))
+    throw DTypeError(cat("softmax_jacobian: expected a float32 or float64 tensor, got ", dtype_name(p.dtype())));
+  const int64_t n = p.numel();
+  const std::vector<double> v = p.to_vector();
+  std::vector<double> jacobian(static_cast<size_t>(n * n));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < n; ++k) jacobian[i * n + k] = (i == k ? v[i] : 0.0) - v[i] * v[k];
+  return tensor(jacobian, {n, n}, p.dtype());
+}
+
+namespace {
+const bool registered = register_gradchecks({
+    op_case("softmax/softmax/last-dim", {{{3, 5}}}, [](auto& in) { return softmax(in[0]); }),
+    op_case("softmax/softmax/middle-dim", {{{2, 4, 3}}}, [](auto& in) { return softmax(in[0], 1); }),
+    op_case("softmax/softmax/of-transposed", {{{4, 3}}}, [](auto& in) { return softmax(transpose(in[0], 0, 1)); }),
+    op_case("softmax/log_softmax/last-dim", {{{3, 5}}}, [](auto& in) { return log_softmax(in[0]); }),
+    op_case("softmax/log_softmax/first-dim", {{{4, 3}}}, [](auto& in) { return log_softmax(in[0], 0); }),
+});
+}  // namespace
+
+}  // namespace tapegrad

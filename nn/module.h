@@ -1,0 +1,69 @@
+#pragma once
+// Module: a layer with named parameters and named submodules, as PyTorch's nn.Module. Names are
+// hierarchical ("encoder.layers.0.self_attn.in_proj_weight") and the state dictionary uses exactly
+// the names and layouts PyTorch's state_dict() would, so weights move between the two.
+// Adding a layer is one class: register its parameters and children by name in its constructor.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tapegrad::nn {
+
+/// (name, tensor) pairs in registration order: parameters, state dictionaries.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  // Movable, not copyable: children live on the heap, so moving a parent keeps references to them valid.
+  Module(Module&&) = default;
+  Module& operator=(Module&&) = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /// Every parameter, depth first in registration order, with hierarchical names.
+  NamedTensors named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  /// Total number of parameter elements.
+  int64_t parameter_count() const;
+  /// Direct children by name.
+  const std::vector<std::pair<std::string, std::unique_ptr<Module>>>& children() const { return children_; }
+
+  /// Training mode (dropout active) for this module and every submodule.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  /// Drops the gradient of every parameter.
+  void zero_grad();
+
+  /// name -> tensor for every parameter (the tensors share storage with the module).
+  NamedTensors state_dict() const { return named_parameters(); }
+  /// Copies every entry into the parameter of the same name. Missing, unexpected or wrongly shaped
+  /// entries are a ShapeError/ValueError naming the entry (and both shapes); nothing is changed then.
+  void load_state_dict(const NamedTensors& state);
+  /// Converts every parameter to dtype in place (float64 for gradient checks).
+  void to(DType dtype);
+
+ protected:
+  /// Registers a parameter under name; it becomes a leaf that requires grad. Returns the stored handle.
+  Tensor register_parameter(const std::string& name, Tensor value);
+  /// Registers and owns a submodule; returns a reference that stays valid for the module's lifetime.
+  template <class M>
+  M& register_module(const std::string& name, std::unique_ptr<M> child) {
+    M& ref = *child;
+    children_.emplace_back(name, std::move(child));
+    return ref;
+  }
+
+ private:
+  void collect(const std::string& prefix, NamedTensors& out) const;
+  NamedTensors parameters_;
+  std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace tapegrad::nn
