@@ -132,6 +132,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   if (a_in.dim() == 0 || b_in.dim() == 0)
     throw ShapeError(cat("matmul: ", a_in.shape(), " @ ", b_in.shape(), ": operands must have at least 1 dim"));
   // Vectors as in torch.matmul: a (K) is a row (1, K), b (K) a column (K, 1); that dim is dropped after.
+  if (a_in.dim() == 1 && b_in.dim() == 1) return reshape(matmul(unsqueeze(a_in, 0), unsqueeze(b_in, -1)), {});
   if (a_in.dim() == 1) return squeeze(matmul(unsqueeze(a_in, 0), b_in), -2);
   if (b_in.dim() == 1) return squeeze(matmul(a_in, unsqueeze(b_in, -1)), -1);
   check_same_float(a_in, b_in, "matmul");

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "autograd/kernels.h"
+#include "autograd/ops/elementwise.h"
 #include "autograd/ops/views.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
@@ -18,8 +19,10 @@ namespace {
 /// x's shape with dim d set to 1 (keepdim) or removed.
 Shape reduced_shape(const Shape& shape, int d, bool keepdim) {
   Shape out = shape;
-  if (keepdim) out[d] = 1;
-  else out.erase(d);
+  if (keepdim)
+    out[d] = 1;
+  else
+    out.erase(d);
   return out;
 }
 
@@ -35,7 +38,7 @@ void for_each_lane(const Shape& shape, const Shape& strides, int d, Body&& body)
   });
 }
 
-/// Sum of every element of x (sum_all) or of each lane along d, times scale, written to a new tensor of the
+/// Sum of every element of x (d < 0) or of each lane along d, times scale, written to a new tensor of the
 /// reduced shape. Accumulates in double, so that float32 sums of long rows do not drift.
 Tensor sum_scaled(const Tensor& x, int d, bool keepdim, double scale, const char* op) {
   return dispatch_float(x.dtype(), op, [&](auto tag) {
@@ -91,6 +94,12 @@ void max_along(const Tensor& x, int d, Tensor* values, Tensor* indices, const ch
   });
 }
 
+/// Reductions take float tensors only; names op, shape and dtype otherwise.
+void require_float(const Tensor& x, const char* op) {
+  if (!is_floating(x.dtype()))
+    throw DTypeError(cat(op, ": x ", x.shape(), " is ", dtype_name(x.dtype()), "; expected float32 or float64"));
+}
+
 /// Refuses a reduction that has no value over an empty dim (mean, max, argmax); names op and shape.
 void require_nonempty_dim(const Tensor& x, int d, int64_t dim, const char* op) {
   if (x.shape()[d] == 0)
@@ -115,12 +124,14 @@ struct SumNode : NodeOf<SumNode> {
 };
 
 Tensor sum(const Tensor& x) {
+  require_float(x, "sum");
   Tensor out = sum_scaled(x, -1, false, 1, "sum");
   record<SumNode>(out, x);
   return out;
 }
 
 Tensor sum(const Tensor& x, int64_t dim, bool keepdim) {
+  require_float(x, "sum");
   const int d = wrap_dim(dim, x.dim(), "sum", x.shape());
   Tensor out = sum_scaled(x, d, keepdim, 1, "sum");
   if (auto* node = record<SumNode>(out, x)) {
@@ -147,6 +158,7 @@ struct MeanNode : NodeOf<MeanNode> {
 };
 
 Tensor mean(const Tensor& x) {
+  require_float(x, "mean");
   if (x.numel() == 0) throw ShapeError(cat("mean: tensor of shape ", x.shape(), " has no elements to average"));
   const int64_t n = x.numel();
   Tensor out = sum_scaled(x, -1, false, 1.0 / static_cast<double>(n), "mean");
@@ -155,6 +167,7 @@ Tensor mean(const Tensor& x) {
 }
 
 Tensor mean(const Tensor& x, int64_t dim, bool keepdim) {
+  require_float(x, "mean");
   const int d = wrap_dim(dim, x.dim(), "mean", x.shape());
   require_nonempty_dim(x, d, dim, "mean");
   const int64_t n = x.shape()[d];
@@ -186,7 +199,9 @@ struct MaxAllNode : NodeOf<MaxAllNode> {
 };
 
 Tensor max(const Tensor& x) {
-  if (x.numel() == 0) throw ShapeError(cat("max: tensor of shape ", x.shape(), " is empty; there is no max of no elements"));
+  require_float(x, "max");
+  if (x.numel() == 0)
+    throw ShapeError(cat("max: tensor of shape ", x.shape(), " is empty; there is no max of no elements"));
   Tensor out;
   int64_t index = 0;
   dispatch_float(x.dtype(), "max", [&](auto tag) {
@@ -233,6 +248,7 @@ struct MaxDimNode : NodeOf<MaxDimNode> {
 };
 
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
+  require_float(x, "max");
   const int d = wrap_dim(dim, x.dim(), "max", x.shape());
   require_nonempty_dim(x, d, dim, "max");
   const Shape shape = reduced_shape(x.shape(), d, keepdim);
@@ -246,6 +262,7 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim) {
 }
 
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim) {
+  require_float(x, "argmax");
   const int d = wrap_dim(dim, x.dim(), "argmax", x.shape());
   require_nonempty_dim(x, d, dim, "argmax");
   Tensor indices = empty(reduced_shape(x.shape(), d, keepdim), DType::int64);
@@ -268,7 +285,8 @@ const bool registered = register_gradchecks({
     op_case("reduce/max/all-transposed", {{{3, 4}, K::apart}}, [](auto& in) { return max(transpose(in[0], 0, 1)); }),
     op_case("reduce/max/dim-keepdim", {{{3, 5, 2}, K::apart}}, [](auto& in) { return max(in[0], 1, true); }),
     op_case("reduce/max/negative-dim", {{{2, 3, 4}, K::apart}}, [](auto& in) { return max(in[0], -1); }),
-    op_case("reduce/max/dim-of-transposed", {{{4, 3}, K::apart}}, [](auto& in) { return max(transpose(in[0], 0, 1), 0); }),
+    op_case("reduce/max/dim-of-transposed", {{{4, 3}, K::apart}},
+            [](auto& in) { return max(transpose(in[0], 0, 1), 0); }),
 });
 }  // namespace
 
