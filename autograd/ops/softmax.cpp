@@ -13,8 +13,10 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "autograd/kernels.h"
+#include "autograd/ops/views.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
 
@@ -76,8 +78,8 @@ Tensor softmax_forward(const Tensor& x, int d, bool log, const char* op) {
       double s = 0;  // every term is in (0, 1] and one is exactly 1, so s is in [1, n]: no overflow
       if (log) {
         for (int64_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(in[i * stride] - m));
-        const T shift = m + static_cast<T>(std::log(s));
-        for (int64_t i = 0; i < n; ++i) out[i * stride] = in[i * stride] - shift;
+        const T log_s = static_cast<T>(std::log(s));  // (x - m) first: exact near the max, even for huge m
+        for (int64_t i = 0; i < n; ++i) out[i * stride] = (in[i * stride] - m) - log_s;
       } else {
         for (int64_t i = 0; i < n; ++i) {
           const T e = std::exp(in[i * stride] - m);
@@ -101,8 +103,8 @@ void check_backward_shapes(const Tensor& dy, const Tensor& y, const char* op) {
 /// The dim, wrapped, after checking that x is a floating tensor with at least one dim.
 int checked_dim(const Tensor& x, int64_t dim, const char* op) {
   if (!is_floating(x.dtype()))
-    throw DTypeError(cat(op, ": expected a float32 or float64 tensor, got ", dtype_name(x.dtype()), " of shape ",
-                         x.shape()));
+    throw DTypeError(
+        cat(op, ": expected a float32 or float64 tensor, got ", dtype_name(x.dtype()), " of shape ", x.shape()));
   return wrap_dim(dim, x.dim(), op, x.shape());
 }
 

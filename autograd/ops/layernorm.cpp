@@ -1,0 +1,143 @@
+// Layer normalisation over the last dim, fused forward and backward.
+//
+// Row statistics are computed in double for both dtypes and the variance in two passes, mean((x - μ)²),
+// never E[x²] - μ²: for a row with mean 1e4 and std 1e-3 the latter subtracts two numbers near 1e8 that
+// agree in every digit float32 (and most that float64) has, leaving noise or a negative variance.
+#include "autograd/ops/layernorm.h"
+
+#include <cmath>
+#include <vector>
+
+#include "autograd/kernels.h"
+#include "autograd/ops/views.h"
+#include "autograd/registry.h"
+#include "autograd/tape.h"
+
+namespace tapegrad {
+
+// layer_norm.   x: (..., C), weight w: (C) or none, bias b: (C) or none -> y: (..., C);  per row of C:
+// forward : μ = mean(x),  σ² = mean((x - μ)²),  r = 1/√(σ² + eps),  x̂ = (x - μ) r,  y = x̂ ⊙ w + b
+// gradient: ∂μ/∂x_k = 1/C,  ∂σ²/∂x_k = 2(x_k - μ)/C  (as sum_j (x_j - μ) = 0),
+//           ∂r/∂x_k = -½ r³ · 2(x_k - μ)/C = -r² x̂_k / C,  so
+//           ∂x̂_i/∂x_k = r (δ_ik - 1/C) + (x_i - μ) ∂r/∂x_k = r (δ_ik - 1/C - x̂_i x̂_k / C)   (symmetric)
+// backward: with g = dy ⊙ w (the gradient reaching x̂),
+//           dx_k = sum_i g_i ∂x̂_i/∂x_k = r (g_k - mean(g) - x̂_k mean(g ⊙ x̂)),  i.e.
+//           dx = r · (g - mean(g) - x̂ · mean(g ⊙ x̂))
+//           dw = sum_rows dy ⊙ x̂,   db = sum_rows dy
+// saves   : x, μ and r per row (x̂ is recomputed from them), w when it exists
+struct LayerNormNode : NodeOf<LayerNormNode> {
+  static constexpr const char* kName = "layer_norm";
+  Saved x;       // contiguous (rows, C)
+  Saved weight;  // (C), or undefined
+  std::vector<double> mean, rstd;
+  void backward(const Tensor& dy, BackwardContext& ctx) override {
+    Tensor *dx = ctx.grad(0), *dw = ctx.grad(1), *db = ctx.grad(2);
+    const Tensor& xv = x.get(kName);
+    const Tensor& wv = weight.get(kName);
+    if (!(dy.shape() == xv.shape()))
+      throw AutogradError(cat(kName, " backward: dy ", dy.shape(), " vs x ", xv.shape()));
+    const int64_t C = xv.shape().back(), rows = C > 0 ? xv.numel() / C : 0;
+    std::vector<double> dw_sum(dw ? C : 0, 0.0), db_sum(db ? C : 0, 0.0), xhat(C), g(C);
+    dispatch_float(xv.dtype(), kName, [&](auto tag) {
+      using T = decltype(tag);
+      const T *px = xv.data<T>(), *pdy = dy.data<T>(), *pw = wv.defined() ? wv.data<T>() : nullptr;
+      T* pdx = dx ? dx->data<T>() : nullptr;
+      for (int64_t row = 0; row < rows; ++row) {
+        const T *in = px + row * C, *d = pdy + row * C;
+        const double mu = mean[row], r = rstd[row];
+        double mean_g = 0, mean_gx = 0;
+        for (int64_t k = 0; k < C; ++k) {
+          xhat[k] = (in[k] - mu) * r;
+          g[k] = pw ? static_cast<double>(d[k]) * pw[k] : static_cast<double>(d[k]);
+          mean_g += g[k];
+          mean_gx += g[k] * xhat[k];
+          if (dw) dw_sum[k] += d[k] * xhat[k];
+          if (db) db_sum[k] += d[k];
+        }
+        mean_g /= static_cast<double>(C);
+        mean_gx /= static_cast<double>(C);
+        if (pdx) {
+          T* out = pdx + row * C;
+          for (int64_t k = 0; k < C; ++k) out[k] += static_cast<T>(r * (g[k] - mean_g - xhat[k] * mean_gx));
+        }
+      }
+      if (dw)
+        for (int64_t k = 0; k < C; ++k) dw->data<T>()[k] += static_cast<T>(dw_sum[k]);
+      if (db)
+        for (int64_t k = 0; k < C; ++k) db->data<T>()[k] += static_cast<T>(db_sum[k]);
+    });
+  }
+};
+
+namespace {
+/// weight or bias: undefined, or (C) of x's dtype.
+void check_affine(const Tensor& p, const char* what, const Tensor& x) {
+  if (!p.defined()) return;
+  if (p.dim() != 1 || p.shape()[0] != x.shape().back())
+    throw ShapeError(cat("layer_norm: ", what, " ", p.shape(), " does not match the last dim of x ", x.shape()));
+  if (p.dtype() != x.dtype())
+    throw DTypeError(cat("layer_norm: ", what, " ", p.shape(), " is ", dtype_name(p.dtype()), " but x ", x.shape(),
+                         " is ", dtype_name(x.dtype())));
+}
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  if (x.dim() == 0) throw ShapeError("layer_norm: x must have at least one dim, got a scalar");
+  if (!is_floating(x.dtype()))
+    throw DTypeError(cat("layer_norm: x ", x.shape(), " must be float32 or float64, got ", dtype_name(x.dtype())));
+  check_affine(weight, "weight", x);
+  check_affine(bias, "bias", x);
+  if (!(eps >= 0)) throw ValueError(cat("layer_norm: eps must be >= 0, got ", eps));
+
+  const Tensor xc = x.detach().contiguous();
+  const Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
+  const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  const int64_t C = x.shape().back(), rows = C > 0 ? x.numel() / C : 0;
+  std::vector<double> mean(rows), rstd(rows);
+  Tensor y = empty(x.shape(), x.dtype());
+  dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
+    using T = decltype(tag);
+    const T *px = xc.data<T>(), *pw = wc.defined() ? wc.data<T>() : nullptr,
+            *pb = bc.defined() ? bc.data<T>() : nullptr;
+    T* py = y.data<T>();
+    for (int64_t row = 0; row < rows; ++row) {
+      const T* in = px + row * C;
+      T* out = py + row * C;
+      double mu = 0;
+      for (int64_t k = 0; k < C; ++k) mu += in[k];
+      mu /= static_cast<double>(C);
+      double var = 0;
+      for (int64_t k = 0; k < C; ++k) var += (in[k] - mu) * (in[k] - mu);
+      var /= static_cast<double>(C);
+      const double r = 1.0 / std::sqrt(var + eps);
+      mean[row] = mu;
+      rstd[row] = r;
+      for (int64_t k = 0; k < C; ++k) {
+        double v = (in[k] - mu) * r;
+        if (pw) v *= pw[k];
+        if (pb) v += pb[k];
+        out[k] = static_cast<T>(v);
+      }
+    }
+  });
+  if (auto* node = record<LayerNormNode>(y, x, weight, bias)) {
+    node->x = xc;
+    node->weight = wc;
+    node->mean = std::move(mean);
+    node->rstd = std::move(rstd);
+  }
+  return y;
+}
+
+namespace {
+const bool registered = register_gradchecks({
+    op_case("layernorm/affine", {{{2, 3, 5}}, {{5}}, {{5}}},
+                    [](auto& in) { return layer_norm(in[0], in[1], in[2]); }),
+    op_case("layernorm/no-affine", {{{2, 3, 5}}},
+                    [](auto& in) { return layer_norm(in[0], Tensor(), Tensor()); }),
+    op_case("layernorm/weight-only-of-transposed", {{{5, 4}}, {{5}}},
+                    [](auto& in) { return layer_norm(transpose(in[0], 0, 1), in[1], Tensor(), 1e-3); }),
+});
+}  // namespace
+
+}  // namespace tapegrad
