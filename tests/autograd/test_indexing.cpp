@@ -18,7 +18,7 @@ Tensor table(DType dtype = DType::float64) { return reshape(arange(0, 12, 1, dty
 std::vector<double> values(const Tensor& x) { return x.to_vector(); }
 }  // namespace
 
-TEST_CASE("indexing: embedding looks rows up; repeated ids accumulate and the padding row gets no gradient") {
+TEST_CASE("indexing: embedding looks rows up, repeated ids accumulate and the padding row gets no gradient") {
   Tensor weight = table().requires_grad_();
   const Tensor tokens = ids({1, 0, 1, 3}, {2, 2});  // id 1 twice; id 0 is padding; id 2 unused
   const Tensor out = embedding(weight, tokens, 0);
@@ -60,7 +60,7 @@ TEST_CASE("indexing: embedding of float32 weights and of a single id") {
   CHECK(values(row) == std::vector<double>{6, 7, 8});
 }
 
-TEST_CASE("indexing: masked_fill with -inf and a broadcast mask; masked places get no gradient") {
+TEST_CASE("indexing: masked_fill with -inf and a broadcast mask, masked places get no gradient") {
   Tensor x = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, DType::float64).requires_grad_();
   const Tensor column = mask({0, 1, 0}, {3});  // broadcast over rows
   const Tensor out = masked_fill(x, column, -kInf);

@@ -136,7 +136,7 @@ TEST_CASE("reduce: float32 inputs give float32 outputs and gradients") {
   CHECK(values(x.grad()) == std::vector<double>{0, 0, 1, 0, 0, 1});
 }
 
-TEST_CASE("reduce: a sum over an empty dim is 0; mean and max over one have no value") {
+TEST_CASE("reduce: a sum over an empty dim is 0, mean and max over one have no value") {
   const Tensor empty_rows = zeros({2, 0}, DType::float64);
   CHECK(sum(empty_rows, 1).shape() == Shape{2});
   CHECK(values(sum(empty_rows, 1)) == std::vector<double>{0, 0});

@@ -124,7 +124,7 @@ TEST_CASE("softmax: huge logits (±1000) stay finite and correct") {
   }
 }
 
-TEST_CASE("softmax: a fully -inf row gives zeros and a zero gradient; a partly masked row ignores its -inf") {
+TEST_CASE("softmax: a fully -inf row gives zeros and a zero gradient, a partly masked row ignores its -inf") {
   for (DType dtype : {DType::float64, DType::float32}) {
     const Tensor x = tensor({-kInf, -kInf, -kInf, 0.5, -kInf, 1.5}, {2, 3}, dtype).requires_grad_();
     const Tensor y = softmax(x);

@@ -29,7 +29,7 @@ TEST_CASE("tape: an op records one entry only when an input requires grad") {
   Tape::current().clear();
 }
 
-TEST_CASE("tape: a diamond b = a + a; c = b * b sums every path") {
+TEST_CASE("tape: a diamond b = a + a, c = b * b sums every path") {
   Tensor a = leaf({1.5, -2}, {2});
   Tensor b = a + a;
   Tensor c = b * b;  // c = 4a², dc/da = 8a
