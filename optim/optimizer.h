@@ -1,0 +1,91 @@
+#pragma once
+// Optimizer: the base of every update rule. It holds the parameters by name (the same handles the model
+// holds, so updates land in the model's storage), walks them once per step() and hands each one that has
+// a gradient to the rule. Parameters without a gradient are skipped, as in PyTorch: they neither move nor
+// advance their state.
+//
+// State. Everything an optimizer accumulates is a named tensor, so that a checkpoint can save it and a
+// fresh optimizer built with the same options can continue bit-identically:
+//   "step"              float64 [1]: calls to step() so far
+//   "step.<param>"      float64 [1]: updates this parameter received (PyTorch's per-parameter state["step"];
+//                       it differs from "step" only when the parameter had no gradient on some step)
+//   "<kind>.<param>"    per-parameter buffers of the parameter's shape and dtype, registered by the rule
+//                       ("momentum_buffer.<param>", "exp_avg.<param>", "exp_avg_sq.<param>")
+// Hyperparameters (lr included) are not state: they come from the options the optimizer is built with.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tapegrad::optim {
+
+/// (name, parameter) pairs, exactly what nn::Module::named_parameters() returns.
+using NamedParameters = std::vector<std::pair<std::string, Tensor>>;
+/// (name, tensor) pairs of optimizer state.
+using NamedTensors = NamedParameters;
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  /// One update of every parameter whose grad is defined, in place and in the parameter's own dtype,
+  /// under NoGradGuard. A grad of another shape or dtype than its parameter is a ShapeError/DTypeError.
+  virtual void step();
+  /// Drops every parameter's grad (Tensor::zero_grad), so the next backward starts from nothing.
+  void zero_grad();
+
+  /// The learning rate the next step() uses.
+  double lr() const { return lr_; }
+  /// Sets the learning rate (a schedule calls this before each step); ValueError unless finite and >= 0.
+  void set_lr(double lr);
+  /// Calls to step() so far (restored by load_state).
+  int64_t step_count() const { return steps_; }
+
+  /// "SGD", "Adam", "AdamW": names the optimizer in error messages.
+  const char* name() const { return name_; }
+  /// The parameters it updates, by name, in the order it was given them.
+  const NamedParameters& parameters() const { return params_; }
+
+  /// A snapshot (fresh copies) of every state tensor by its stable name; see the header comment.
+  NamedTensors state() const;
+  /// Restores a snapshot taken by state() of an optimizer of the same kind over the same parameters.
+  /// Exactly the expected entries must be present: a missing, unexpected or duplicated entry or a bad
+  /// step count is a ValueError, a wrongly shaped entry a ShapeError, a wrong dtype a DTypeError, each
+  /// naming the entry. Everything is checked before anything is written, so a failed load changes nothing.
+  void load_state(const NamedTensors& state);
+
+ protected:
+  /// Checks the parameters (named, unique, defined, contiguous floating leaves) and the learning rate.
+  Optimizer(const char* name, NamedParameters params, double lr);
+
+  /// Registers one zero-filled state tensor per parameter (its shape and dtype), listed in state() as
+  /// "<kind>.<parameter name>"; returns the handles in parameter order for the rule to keep.
+  std::vector<Tensor> add_state(const std::string& kind);
+
+  /// Updates parameter i (contiguous) from its gradient (contiguous, same shape and dtype). Called by
+  /// step() under NoGradGuard after the parameter's update count was incremented, so
+  /// updates_of(i) == 1 on its first update.
+  virtual void update(size_t i, const Tensor& grad) = 0;
+
+  /// The i-th parameter.
+  const Tensor& param(size_t i) const { return params_[i].second; }
+  /// Updates parameter i has received, this one included while update(i, ...) runs.
+  int64_t updates_of(size_t i) const { return updates_[i]; }
+
+ private:
+  const char* name_;
+  NamedParameters params_;
+  double lr_;
+  int64_t steps_ = 0;
+  std::vector<int64_t> updates_;  // per parameter: its "step.<name>"
+  NamedTensors buffers_;          // every add_state tensor under its state() name
+};
+
+/// Throws ValueError "<optimizer>: <option> must be <requirement>, got <value>" unless ok.
+void check_option(bool ok, const char* optimizer, const char* option, const char* requirement, double value);
+
+}  // namespace tapegrad::optim
