@@ -78,7 +78,7 @@ TEST_CASE("dropout: evaluation mode and p = 0 return the same tensor and draw no
   CHECK(gen.next_u64() == untouched.next_u64());
 }
 
-TEST_CASE("dropout: p outside [0, 1) and non-float inputs throw") {
+TEST_CASE("dropout: p outside 0 <= p < 1 and non-float inputs throw") {
   Generator gen(40);
   const Tensor x = ones({2, 3});
   CHECK_THROWS_AS(dropout(x, 1.0, true, gen), ValueError);

@@ -119,7 +119,7 @@ TEST_CASE("loss: rows with ignore_index count neither in the mean nor in the gra
   }
 }
 
-TEST_CASE("loss: targets outside [0, C) throw a ValueError naming the op, the row, the target and C") {
+TEST_CASE("loss: targets outside 0..C-1 throw a ValueError naming the op, the row, the target and C") {
   const Tensor x = zeros({3, 5});
   CHECK_THROWS_AS(cross_entropy(x, ids({0, 5, 1}, {3})), ValueError);
   CHECK_THROWS_WITH(cross_entropy(x, ids({0, 5, 1}, {3})),
