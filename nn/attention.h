@@ -1,0 +1,85 @@
+#pragma once
+// Attention: scaled dot-product attention and multi-head attention, composed from existing ops (matmul,
+// masked_fill, softmax, dropout, views); no backward code here. MultiHeadAttention has exactly the
+// parameters of PyTorch's nn.MultiheadAttention (in_proj_weight, in_proj_bias, out_proj.weight,
+// out_proj.bias), so its state moves to and from PyTorch unchanged. Tensors are batch first.
+// Letters: B batch, H heads, T_q queries, T_k keys, C = d_model, D = C / H per head.
+//
+// Masks follow nn.MultiheadAttention: a bool mask is TRUE where attention is NOT allowed (hidden keys);
+// a float mask is added to the scores (-inf hides). A query row whose keys are all hidden attends to
+// nothing: its weights and its output are zeros (the softmax op returns zeros for an all -inf row), where
+// PyTorch gives NaN.
+#include <cstdint>
+#include <memory>
+
+#include "autograd/random.h"
+#include "autograd/tensor.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace tapegrad::nn {
+
+struct AttentionResult {
+  Tensor output;  // (B, ..., T_q, D_v)
+  // (B, ..., T_q, T_k): the attention probabilities as they multiply v, i.e. after dropout in training,
+  // as PyTorch's nn.MultiheadAttention returns them. In eval mode (inspection) rows sum to 1, or are all
+  // zero for a query whose keys are all hidden.
+  Tensor weights;
+};
+
+/// softmax(q kᵀ / √D + masks) v, with dropout on the probabilities when training and dropout_p > 0.
+/// attn_mask: bool (true = hidden) or float (added), broadcastable to the scores (B, ..., T_q, T_k),
+/// usually (T_q, T_k); key_padding_mask: bool (true = pad) or float, (B, T_k), broadcast over the heads and
+/// the queries. The returned weights are the probabilities before dropout. rng is needed only when
+/// training with dropout_p > 0.
+///   q: (B, ..., T_q, D), k: (B, ..., T_k, D), v: (B, ..., T_k, D_v) -> output (B, ..., T_q, D_v),
+///   weights (B, ..., T_q, T_k)
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const Tensor& attn_mask = {}, const Tensor& key_padding_mask = {},
+                                             double dropout_p = 0, bool training = false, Generator* rng = nullptr);
+
+/// The causal mask: true above the diagonal, so position i attends to positions j <= i only.   -> bool (T, T)
+Tensor causal_mask(int64_t T);
+
+struct MultiHeadAttentionOptions {
+  int64_t d_model;       // C: embedding dim of queries, keys and values
+  int64_t n_heads;       // H: must divide d_model
+  bool bias = true;      // in_proj_bias and out_proj.bias
+  double dropout = 0.0;  // on the attention probabilities, in training mode
+};
+
+/// Multi-head attention as PyTorch's nn.MultiheadAttention(d_model, n_heads, dropout, bias,
+/// batch_first=True). Heads are split by weight splitting (seed 002 §3.6.2, seed 004): one projection per
+/// q/k/v of width C, viewed as H heads of width D, attended in one batched product, merged back and
+/// projected by out_proj.
+class MultiHeadAttention : public Module {
+ public:
+  /// in_proj_weight [3C, C] (rows q, k, v) ~ xavier_uniform, in_proj_bias [3C] = 0, out_proj = Linear(C, C)
+  /// (default init) with its bias then zeroed, as PyTorch. d_model % n_heads != 0 is a ValueError naming
+  /// both. dropout_rng may be null only when options.dropout == 0.
+  MultiHeadAttention(const MultiHeadAttentionOptions& options, Generator& gen, std::shared_ptr<Generator> dropout_rng);
+
+  /// Attention of each query over the keys, per head, merged and projected. Self-attention passes the same
+  /// tensor three times (projected in one product); cross-attention has T_q != T_k. attn_mask: (T_q, T_k)
+  /// or (B·H, T_q, T_k), bool (true = hidden) or float (added); key_padding_mask: (B, T_k), bool
+  /// (true = pad) or float. With need_weights, weights are the per-head probabilities before dropout
+  /// (PyTorch's average_attn_weights=False); otherwise weights is undefined.
+  ///   query: (B, T_q, C), key, value: (B, T_k, C) -> output (B, T_q, C), weights (B, H, T_q, T_k)
+  AttentionResult forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask = {},
+                          const Tensor& key_padding_mask = {}, bool need_weights = false) const;
+
+  const MultiHeadAttentionOptions& options() const { return options_; }
+  /// D = C / H.
+  int64_t head_dim() const { return options_.d_model / options_.n_heads; }
+  const Linear& out_proj() const { return *out_proj_; }
+
+  Tensor in_proj_weight;  // [3C, C]: rows [0, C) project queries, [C, 2C) keys, [2C, 3C) values
+  Tensor in_proj_bias;    // [3C]; undefined without bias
+
+ private:
+  MultiHeadAttentionOptions options_;
+  std::shared_ptr<Generator> dropout_rng_;
+  Linear* out_proj_;  // owned by the children list
+};
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,170 @@
+#include "nn/classifier.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/indexing.h"
+#include "autograd/ops/reduce.h"
+#include "autograd/ops/views.h"
+#include "autograd/registry.h"
+
+namespace tapegrad::nn {
+
+Pooling parse_pooling(const std::string& name) {
+  if (name == "mean") return Pooling::mean;
+  if (name == "cls") return Pooling::cls;
+  throw ValueError(cat("unknown pooling '", name, "': expected 'mean' or 'cls'"));
+}
+
+const char* pooling_name(Pooling pooling) { return pooling == Pooling::mean ? "mean" : "cls"; }
+
+Positional parse_positional(const std::string& name) {
+  if (name == "learned") return Positional::learned;
+  if (name == "sinusoidal") return Positional::sinusoidal;
+  throw ValueError(cat("unknown positional encoding '", name, "': expected 'learned' or 'sinusoidal'"));
+}
+
+const char* positional_name(Positional positional) {
+  return positional == Positional::learned ? "learned" : "sinusoidal";
+}
+
+SequenceClassifier::SequenceClassifier(const ClassifierOptions& options, Generator& init,
+                                       std::shared_ptr<Generator> dropout_rng)
+    : options_(options), dropout_rng_(std::move(dropout_rng)) {
+  if (options.vocab_size <= 0 || options.d_model <= 0 || options.context_length <= 0 || options.num_classes <= 0)
+    throw ValueError(
+        cat("SequenceClassifier: vocab_size, d_model, context_length and num_classes must be positive, "
+            "got ",
+            options.vocab_size, ", ", options.d_model, ", ", options.context_length, ", ", options.num_classes));
+  if (options.pad_id < -1 || options.pad_id >= options.vocab_size)
+    throw ValueError(cat("SequenceClassifier: pad_id ", options.pad_id, " is outside the vocabulary [0, ",
+                         options.vocab_size, ") (use -1 for none)"));
+  const int64_t C = options.d_model;
+  // Registration order = state order: embed, pos_embed, encoder.layers.*, encoder.norm, head.
+  embed_ = &register_module("embed", std::make_unique<Embedding>(options.vocab_size, C, init, options.pad_id));
+  if (options.positional == Positional::learned)
+    pos_embed_ = &register_module("pos_embed", std::make_unique<PositionalEmbedding>(options.context_length, C, init));
+  else
+    pos_encoding_ =
+        &register_module("pos_encoding", std::make_unique<SinusoidalPositionalEncoding>(options.context_length, C));
+  // Dropout on the embedding sum, as GPT-2 / BERT / nanoGPT do before the first block (no parameters, so
+  // the state is unaffected).
+  dropout_ = &register_module("dropout", std::make_unique<Dropout>(options.dropout, dropout_rng_));
+  const EncoderLayerOptions layer{C,
+                                  options.n_heads,
+                                  options.d_ff,
+                                  options.dropout,
+                                  options.activation,
+                                  options.norm_first,
+                                  options.layer_norm_eps};
+  encoder_ = &register_module(
+      "encoder", std::make_unique<TransformerEncoder>(options.n_layers, layer, options.final_norm, init, dropout_rng_));
+  head_ = &register_module("head", std::make_unique<Linear>(C, options.num_classes, true, init));
+}
+
+Tensor SequenceClassifier::encode(const Tensor& ids, const Tensor& key_padding_mask,
+                                  std::vector<Tensor>* attention_weights) const {
+  if (ids.dtype() != DType::int64)
+    throw DTypeError(cat("SequenceClassifier: ids ", ids.shape(), " must be int64, got ", dtype_name(ids.dtype())));
+  if (ids.dim() != 2) throw ShapeError(cat("SequenceClassifier: ids ", ids.shape(), " must be (B, T)"));
+  const int64_t T = ids.size(1);
+  if (T > options_.context_length)
+    throw ShapeError(
+        cat("SequenceClassifier: sequence length T = ", T, " exceeds context_length ", options_.context_length));
+  if (key_padding_mask.defined() &&
+      (key_padding_mask.dtype() != DType::boolean || !(key_padding_mask.shape() == ids.shape())))
+    throw ShapeError(cat("SequenceClassifier: key_padding_mask ", key_padding_mask.shape(), " ",
+                         dtype_name(key_padding_mask.dtype()), " must be bool of the ids' shape ", ids.shape()));
+  const Tensor tokens = embed_->forward(ids);  // (B, T, C)
+  const Tensor positions =
+      pos_embed_ ? pos_embed_->forward(T) : pos_encoding_->forward(T, embed_->weight.dtype());  // (T, C)
+  const Tensor x = dropout_->forward(tokens + positions);
+  return encoder_->forward(x, {}, key_padding_mask, attention_weights);
+}
+
+// mean: pooled_b = sum_t [not pad_bt] x_bt / max(1, #non-pad in row b)    (an all-pad row pools to zeros)
+// cls : pooled_b = x_b0
+Tensor SequenceClassifier::pool(const Tensor& x, const Tensor& key_padding_mask) const {
+  if (x.dim() != 3 || x.size(1) == 0)
+    throw ShapeError(cat("SequenceClassifier: pool takes (B, T, C) with T >= 1, got ", x.shape()));
+  if (options_.pool == Pooling::cls) return select(x, 1, 0);
+  if (!key_padding_mask.defined()) return mean(x, 1);
+  const int64_t B = x.size(0), T = x.size(1);
+  if (key_padding_mask.dtype() != DType::boolean || key_padding_mask.dim() != 2 || key_padding_mask.size(0) != B ||
+      key_padding_mask.size(1) != T)
+    throw ShapeError(cat("SequenceClassifier: key_padding_mask ", key_padding_mask.shape(),
+                         " must be bool (B, T) for x ", x.shape()));
+  // Pad positions are replaced by exact zeros, so their values cannot reach the sum.
+  const Tensor summed = sum(masked_fill(x, reshape(key_padding_mask, {B, T, 1}), 0.0), 1);  // (B, C)
+  const std::vector<double> pads = key_padding_mask.to_vector();
+  std::vector<double> counts(B);
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t kept = 0;
+    for (int64_t t = 0; t < T; ++t) kept += pads[b * T + t] == 0;
+    counts[b] = static_cast<double>(std::max<int64_t>(kept, 1));
+  }
+  return summed / tensor(counts, {B, 1}, x.dtype());
+}
+
+Tensor SequenceClassifier::forward(const Tensor& ids, const Tensor& key_padding_mask,
+                                   std::vector<Tensor>* attention_weights) const {
+  return head_->forward(pool(encode(ids, key_padding_mask, attention_weights), key_padding_mask));
+}
+
+namespace {
+
+// The whole classifier at a micro size, checked over every named parameter (ids are not differentiable),
+// built from a fixed seed, converted to the check's dtype (float64 by default), dropout 0. Row 1 ends in
+// two pads (id 0): the pad embedding row gets no gradient, and since pad positions are hidden as keys and
+// left out of the mean, central differences find none either.
+GradcheckCase classifier_case(std::string name, ClassifierOptions options, std::vector<int64_t> token_ids,
+                              std::vector<int> pads) {
+  return {std::move(name), [=](const GradcheckOptions& check) {
+            Generator init(401);
+            SequenceClassifier model(options, init, nullptr);
+            model.to(check.dtype);
+            const Tensor id_tensor = ids(token_ids, {2, static_cast<int64_t>(token_ids.size() / 2)});
+            const Tensor padding = mask(pads, id_tensor.shape());
+            std::vector<Tensor> inputs;
+            std::vector<std::string> names;
+            for (const auto& [param_name, param] : model.named_parameters()) {
+              inputs.push_back(param);
+              names.push_back(param_name);
+            }
+            const TensorFn fn = [&model, id_tensor, padding](const std::vector<Tensor>&) {
+              return model.forward(id_tensor, padding);
+            };
+            return gradcheck(fn, inputs, check, names);
+          }};
+}
+
+ClassifierOptions micro(Pooling pool, Positional positional, bool norm_first, Activation activation) {
+  ClassifierOptions o{7};
+  o.d_model = 4;
+  o.n_heads = 2;
+  o.d_ff = 6;
+  o.n_layers = 2;
+  o.context_length = 6;
+  o.num_classes = 3;
+  o.dropout = 0.0;
+  o.activation = activation;
+  o.norm_first = norm_first;
+  o.final_norm = norm_first;
+  o.pool = pool;
+  o.positional = positional;
+  return o;
+}
+
+const bool registered = register_gradchecks({
+    classifier_case("nn/classifier/mean-pool-padding",
+                    micro(Pooling::mean, Positional::learned, false, Activation::relu), {3, 1, 4, 1, 5, 2, 6, 5, 0, 0},
+                    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1}),
+    // <cls> = id 1 first; pre-LN with a final norm, GELU, sinusoidal positions (no pos_embed parameter).
+    classifier_case("nn/classifier/cls-pool", micro(Pooling::cls, Positional::sinusoidal, true, Activation::gelu),
+                    {1, 3, 4, 5, 6, 1, 2, 6, 0, 0}, {0, 0, 0, 0, 0, 0, 0, 0, 1, 1}),
+});
+
+}  // namespace
+
+}  // namespace tapegrad::nn

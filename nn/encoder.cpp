@@ -1,0 +1,133 @@
+#include "nn/encoder.h"
+
+#include <string>
+#include <utility>
+
+#include "autograd/ops/elementwise.h"
+#include "autograd/registry.h"
+
+namespace tapegrad::nn {
+
+TransformerEncoderLayer::TransformerEncoderLayer(const EncoderLayerOptions& options, Generator& gen,
+                                                 std::shared_ptr<Generator> dropout_rng)
+    : options_(options) {
+  if (options.d_ff <= 0) throw ValueError(cat("TransformerEncoderLayer: d_ff must be positive, got ", options.d_ff));
+  if (!(options.layer_norm_eps > 0))
+    throw ValueError(cat("TransformerEncoderLayer: layer_norm_eps must be positive, got ", options.layer_norm_eps));
+  const int64_t C = options.d_model, F = options.d_ff;
+  // Registered in PyTorch's order, so named_parameters() and the state dictionary list the same names in
+  // the same order. The attention dropout is the layer's dropout, as in PyTorch.
+  self_attn_ = &register_module(
+      "self_attn", std::make_unique<MultiHeadAttention>(
+                       MultiHeadAttentionOptions{C, options.n_heads, true, options.dropout}, gen, dropout_rng));
+  linear1_ = &register_module("linear1", std::make_unique<Linear>(C, F, true, gen));
+  dropout_ = &register_module("dropout", std::make_unique<Dropout>(options.dropout, dropout_rng));
+  linear2_ = &register_module("linear2", std::make_unique<Linear>(F, C, true, gen));
+  norm1_ = &register_module("norm1", std::make_unique<LayerNorm>(C, options.layer_norm_eps));
+  norm2_ = &register_module("norm2", std::make_unique<LayerNorm>(C, options.layer_norm_eps));
+  dropout1_ = &register_module("dropout1", std::make_unique<Dropout>(options.dropout, dropout_rng));
+  dropout2_ = &register_module("dropout2", std::make_unique<Dropout>(options.dropout, dropout_rng));
+}
+
+Tensor TransformerEncoderLayer::attention_block(const Tensor& x, const Tensor& attn_mask,
+                                                const Tensor& key_padding_mask,
+                                                std::vector<Tensor>* attention_weights) const {
+  const bool need_weights = attention_weights != nullptr;
+  AttentionResult result = self_attn_->forward(x, x, x, attn_mask, key_padding_mask, need_weights);
+  if (need_weights) attention_weights->push_back(result.weights);
+  return dropout1_->forward(result.output);
+}
+
+Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) const {
+  return dropout2_->forward(linear2_->forward(dropout_->forward(activate(linear1_->forward(x), options_.activation))));
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
+                                        std::vector<Tensor>* attention_weights) const {
+  if (x.dim() != 3 || x.size(-1) != options_.d_model)
+    throw ShapeError(
+        cat("TransformerEncoderLayer: x ", x.shape(), " must be (B, T, C) with C = d_model = ", options_.d_model));
+  if (options_.norm_first) {
+    const Tensor h = x + attention_block(norm1_->forward(x), attn_mask, key_padding_mask, attention_weights);
+    return h + feed_forward_block(norm2_->forward(h));
+  }
+  const Tensor h = norm1_->forward(x + attention_block(x, attn_mask, key_padding_mask, attention_weights));
+  return norm2_->forward(h + feed_forward_block(h));
+}
+
+TransformerEncoderLayer& TransformerEncoderLayers::append(std::unique_ptr<TransformerEncoderLayer> layer) {
+  TransformerEncoderLayer& added = register_module(std::to_string(layers_.size()), std::move(layer));
+  layers_.push_back(&added);
+  return added;
+}
+
+TransformerEncoder::TransformerEncoder(int64_t n_layers, const EncoderLayerOptions& options, bool final_norm,
+                                       Generator& gen, std::shared_ptr<Generator> dropout_rng) {
+  if (n_layers < 0) throw ValueError(cat("TransformerEncoder: n_layers must be >= 0, got ", n_layers));
+  layers_ = &register_module("layers", std::make_unique<TransformerEncoderLayers>());
+  // Each layer draws its own initial weights; PyTorch deep-copies one layer, so its layers start equal.
+  for (int64_t i = 0; i < n_layers; ++i)
+    layers_->append(std::make_unique<TransformerEncoderLayer>(options, gen, dropout_rng));
+  if (final_norm)
+    norm_ = &register_module("norm", std::make_unique<LayerNorm>(options.d_model, options.layer_norm_eps));
+}
+
+Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
+                                   std::vector<Tensor>* attention_weights) const {
+  Tensor h = x;
+  for (size_t i = 0; i < layers_->size(); ++i)
+    h = (*layers_)[i].forward(h, attn_mask, key_padding_mask, attention_weights);
+  return norm_ ? norm_->forward(h) : h;
+}
+
+namespace {
+
+// Gradient checks over x and every named parameter, built from a fixed seed, converted to the check's dtype
+// (float64 by default), dropout 0. The single layers see leading pads (batch 1, positions 0 and 1) and a
+// trailing one (batch 0, position 3). The causal stack sees trailing pads only, so that key 0 is always
+// visible: with leading pads too, most causal rows would be empty or one-hot and the W_q, W_k gradients
+// would rest on very few rows.
+Tensor leading_padding() { return mask({0, 0, 0, 1, 1, 1, 0, 0}, {2, 4}); }
+Tensor trailing_padding() { return mask({0, 0, 0, 1, 0, 0, 1, 1}, {2, 4}); }
+
+template <class Build, class Run>
+GradcheckCase module_case(std::string name, Shape x_shape, Build build, Run run) {
+  return {std::move(name), [=](const GradcheckOptions& check) {
+            Generator gen(307);
+            auto module = build(gen);
+            module->to(check.dtype);
+            std::vector<Tensor> inputs{randn(x_shape, gen, check.dtype).requires_grad_()};
+            std::vector<std::string> names{"x"};
+            for (const auto& [param_name, param] : module->named_parameters()) {
+              inputs.push_back(param);
+              names.push_back(param_name);
+            }
+            const auto* raw = module.get();
+            const TensorFn fn = [raw, run](const std::vector<Tensor>& in) { return run(*raw, in[0]); };
+            return gradcheck(fn, inputs, check, names);
+          }};
+}
+
+GradcheckCase layer_case(std::string name, EncoderLayerOptions options) {
+  return module_case(
+      std::move(name), {2, 4, options.d_model},
+      [options](Generator& gen) { return std::make_unique<TransformerEncoderLayer>(options, gen, nullptr); },
+      [](const TransformerEncoderLayer& layer, const Tensor& x) { return layer.forward(x, {}, leading_padding()); });
+}
+
+const bool registered = register_gradchecks({
+    layer_case("nn/encoder_layer/post-ln-relu", {6, 2, 8, 0.0, Activation::relu, false}),
+    layer_case("nn/encoder_layer/pre-ln-gelu", {6, 3, 8, 0.0, Activation::gelu, true}),
+    module_case(
+        "nn/encoder/two-layers-final-norm-causal", {2, 4, 4},
+        [](Generator& gen) {
+          return std::make_unique<TransformerEncoder>(2, EncoderLayerOptions{4, 2, 6, 0.0}, true, gen, nullptr);
+        },
+        [](const TransformerEncoder& encoder, const Tensor& x) {
+          return encoder.forward(x, causal_mask(4), trailing_padding());
+        }),
+});
+
+}  // namespace
+
+}  // namespace tapegrad::nn

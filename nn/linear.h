@@ -1,0 +1,32 @@
+#pragma once
+// Linear: y = x Wᵀ + b over any leading dims, as PyTorch's nn.Linear (same names, shapes, layout and
+// default initialisation), so its state moves to and from PyTorch unchanged.
+#include <cstdint>
+
+#include "autograd/random.h"
+#include "autograd/tensor.h"
+#include "nn/module.h"
+
+namespace tapegrad::nn {
+
+class Linear : public Module {
+ public:
+  /// weight [out, in] ~ U(-1/√in, 1/√in) (kaiming_uniform, a = √5), then bias [out] ~ U(-1/√in, 1/√in),
+  /// both drawn from gen in that order. in and out must be positive.
+  Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen);
+
+  /// y = x Wᵀ + b (Wᵀ is a transposed view of weight, read by BLAS in place).   x: (..., in) -> (..., out)
+  Tensor forward(const Tensor& x) const;
+
+  int64_t in_features() const { return in_features_; }
+  int64_t out_features() const { return out_features_; }
+
+  Tensor weight;  // [out, in]
+  Tensor bias;    // [out]; undefined when the layer has no bias
+
+ private:
+  int64_t in_features_;
+  int64_t out_features_;
+};
+
+}  // namespace tapegrad::nn

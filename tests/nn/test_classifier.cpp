@@ -1,0 +1,236 @@
+// SequenceClassifier: PyTorch's state names and numbers, padding invariance, pooling, limits, options,
+// gradient checks of the whole model per named parameter.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "nn/classifier.h"
+
+using namespace tapegrad;
+using namespace tapegrad::nn;
+
+namespace {
+
+/// Converts m to float64 and sets element j of its p-th named parameter to 0.5 sin(0.7 j + 1.3 p + 0.1),
+/// the fill of the PyTorch oracle script (see test_attention.cpp).
+void fill_deterministic(Module& m) {
+  m.to(DType::float64);
+  NoGradGuard no_grad;
+  int p = 0;
+  for (auto& [name, t] : m.named_parameters()) {
+    std::vector<double> values(t.numel());
+    for (size_t j = 0; j < values.size(); ++j) values[j] = 0.5 * std::sin(0.7 * j + 1.3 * p + 0.1);
+    t.copy_(tensor(values, t.shape(), DType::float64));
+    ++p;
+  }
+}
+
+/// The configuration of the state-names test: vocab 10, d_model 8, 2 heads, d_ff 16, 2 layers, 3 classes,
+/// context 12, learned positions, final norm.
+ClassifierOptions names_config(double dropout = 0.0) {
+  ClassifierOptions o{10};
+  o.d_model = 8;
+  o.n_heads = 2;
+  o.d_ff = 16;
+  o.n_layers = 2;
+  o.num_classes = 3;
+  o.context_length = 12;
+  o.dropout = dropout;
+  o.positional = Positional::learned;
+  o.final_norm = true;
+  return o;
+}
+
+SequenceClassifier make_classifier(const ClassifierOptions& options, uint64_t seed = 1) {
+  Generator init(seed);
+  return SequenceClassifier(options, init, options.dropout > 0 ? std::make_shared<Generator>(seed + 1) : nullptr);
+}
+
+// Row 0: five tokens; row 1: three tokens and two pads (id 0).
+const Tensor kIds = ids({3, 1, 4, 1, 5, 9, 2, 6, 0, 0}, {2, 5});
+const Tensor kPad = mask({0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, {2, 5});
+
+}  // namespace
+
+// Generated with /usr/bin/python3 and PyTorch 1.13 (python3-torch is installed there):
+//   class Classifier(nn.Module):
+//       def __init__(self):
+//           super().__init__()
+//           self.embed = nn.Embedding(10, 8, padding_idx=0)
+//           self.pos_embed = nn.Embedding(12, 8)
+//           layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True)
+//           self.encoder = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8))
+//           self.head = nn.Linear(8, 3)
+//   print([(k, list(v.shape)) for k, v in Classifier().state_dict().items()])
+TEST_CASE("nn: SequenceClassifier state names and shapes are exactly PyTorch's, in PyTorch's order") {
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> pytorch = {
+      {"embed.weight", {10, 8}},
+      {"pos_embed.weight", {12, 8}},
+      {"encoder.layers.0.self_attn.in_proj_weight", {24, 8}},
+      {"encoder.layers.0.self_attn.in_proj_bias", {24}},
+      {"encoder.layers.0.self_attn.out_proj.weight", {8, 8}},
+      {"encoder.layers.0.self_attn.out_proj.bias", {8}},
+      {"encoder.layers.0.linear1.weight", {16, 8}},
+      {"encoder.layers.0.linear1.bias", {16}},
+      {"encoder.layers.0.linear2.weight", {8, 16}},
+      {"encoder.layers.0.linear2.bias", {8}},
+      {"encoder.layers.0.norm1.weight", {8}},
+      {"encoder.layers.0.norm1.bias", {8}},
+      {"encoder.layers.0.norm2.weight", {8}},
+      {"encoder.layers.0.norm2.bias", {8}},
+      {"encoder.layers.1.self_attn.in_proj_weight", {24, 8}},
+      {"encoder.layers.1.self_attn.in_proj_bias", {24}},
+      {"encoder.layers.1.self_attn.out_proj.weight", {8, 8}},
+      {"encoder.layers.1.self_attn.out_proj.bias", {8}},
+      {"encoder.layers.1.linear1.weight", {16, 8}},
+      {"encoder.layers.1.linear1.bias", {16}},
+      {"encoder.layers.1.linear2.weight", {8, 16}},
+      {"encoder.layers.1.linear2.bias", {8}},
+      {"encoder.layers.1.norm1.weight", {8}},
+      {"encoder.layers.1.norm1.bias", {8}},
+      {"encoder.layers.1.norm2.weight", {8}},
+      {"encoder.layers.1.norm2.bias", {8}},
+      {"encoder.norm.weight", {8}},
+      {"encoder.norm.bias", {8}},
+      {"head.weight", {3, 8}},
+      {"head.bias", {3}},
+  };
+  const SequenceClassifier model = make_classifier(names_config(0.1));
+  std::vector<std::pair<std::string, std::vector<int64_t>>> ours;
+  for (const auto& [name, t] : model.state_dict()) ours.emplace_back(name, t.shape().vec());
+  CHECK(ours == pytorch);
+  CHECK(model.parameter_count() == 1419);  // sum(p.numel() for p in Classifier().parameters())
+  for (double w : select(model.embed().weight, 0, 0).to_vector()) CHECK(w == 0.0);  // padding_idx row
+}
+
+TEST_CASE("nn: sinusoidal positions add no parameters and no state entry") {
+  ClassifierOptions options = names_config();
+  options.positional = Positional::sinusoidal;
+  const SequenceClassifier model = make_classifier(options);
+  CHECK(model.pos_embed() == nullptr);
+  for (const auto& [name, _] : model.state_dict()) CHECK(name.find("pos") == std::string::npos);
+  CHECK(model.parameter_count() == 1419 - 12 * 8);
+  CHECK(model.forward(kIds, kPad).shape() == Shape({2, 3}));
+}
+
+// PyTorch 1.13, float64, the fill() of test_attention.cpp on the Classifier above built with dropout=0.0
+// (and enable_nested_tensor=False), with
+//   def forward(self, ids, pad):
+//       x = self.embed(ids) + self.pos_embed(torch.arange(ids.shape[1]))
+//       x = self.encoder(x, src_key_padding_mask=pad)
+//       keep = (~pad).unsqueeze(-1).double()
+//       return self.head((x * keep).sum(1) / keep.sum(1).clamp(min=1))
+//   ids = torch.tensor([[3, 1, 4, 1, 5], [9, 2, 6, 0, 0]]); print(m(ids, ids == 0))   # flat, "%.12g"
+TEST_CASE("nn: SequenceClassifier gives PyTorch's logits for the same weights (padding, mean pooling)") {
+  const std::vector<double> kClassifierLogits = {0.406681883284, 1.28382941428, 1.57700735397,
+                                                 0.40679162837,  1.28408732682, 1.5772976652};
+  SequenceClassifier model = make_classifier(names_config());
+  fill_deterministic(model);
+  CHECK(max_abs_diff(model.forward(kIds, kPad), tensor(kClassifierLogits, {2, 3}, DType::float64)) < 1e-10);
+}
+
+TEST_CASE("nn: changing pad tokens leaves non-pad encoder outputs and the logits exactly unchanged") {
+  for (Pooling pool : {Pooling::mean, Pooling::cls}) {
+    ClassifierOptions options = names_config();
+    options.pool = pool;
+    const SequenceClassifier model = make_classifier(options, 5);
+    const Tensor other_pads = ids({3, 1, 4, 1, 5, 9, 2, 6, 7, 8}, {2, 5});  // real tokens where the pads were
+    INFO(pooling_name(pool));
+    CHECK(max_abs_diff(model.forward(other_pads, kPad), model.forward(kIds, kPad)) == 0.0);
+    const Tensor a = model.encode(kIds, kPad), b = model.encode(other_pads, kPad);
+    CHECK(max_abs_diff(select(a, 0, 0), select(b, 0, 0)) == 0.0);
+    CHECK(max_abs_diff(slice(select(a, 0, 1), 0, 0, 3), slice(select(b, 0, 1), 0, 0, 3)) == 0.0);
+    // Without the mask the pads are ordinary tokens and do change the result.
+    CHECK(max_abs_diff(model.forward(other_pads), model.forward(kIds)) > 0.0);
+  }
+}
+
+TEST_CASE("nn: mean pooling averages the non-pad positions, and cls pooling takes the first position") {
+  ClassifierOptions options = names_config();
+  SequenceClassifier mean_model = make_classifier(options, 7);
+  mean_model.to(DType::float64);
+  const Tensor x = mean_model.encode(kIds, kPad);
+  const Tensor row0 = mean(select(x, 0, 0), 0);
+  const Tensor row1 = mean(slice(select(x, 0, 1), 0, 0, 3), 0);
+  const Tensor expected = mean_model.head().forward(concat({unsqueeze(row0, 0), unsqueeze(row1, 0)}, 0));
+  CHECK(max_abs_diff(mean_model.forward(kIds, kPad), expected) < 1e-14);
+  CHECK(max_abs_diff(mean_model.pool(x), mean(x, 1)) == 0.0);  // no mask: every position
+  // An all-pad row pools to zeros (no division by zero): the logits are the head's bias.
+  const Tensor all_pad = mask({0, 0, 0, 0, 0, 1, 1, 1, 1, 1}, {2, 5});
+  const Tensor logits = mean_model.forward(kIds, all_pad);
+  for (double v : logits.to_vector()) REQUIRE(std::isfinite(v));
+  CHECK(max_abs_diff(select(logits, 0, 1), mean_model.head().bias) < 1e-15);
+
+  options.pool = Pooling::cls;
+  SequenceClassifier cls_model = make_classifier(options, 7);
+  const Tensor encoded = cls_model.encode(kIds, kPad);
+  CHECK(max_abs_diff(cls_model.forward(kIds, kPad), cls_model.head().forward(select(encoded, 1, 0))) == 0.0);
+}
+
+TEST_CASE("nn: SequenceClassifier checks lengths, dtypes and options") {
+  SequenceClassifier model = make_classifier(names_config());
+  CHECK_NOTHROW(model.forward(ids(std::vector<int64_t>(12, 1), {1, 12})));
+  try {
+    model.forward(ids(std::vector<int64_t>(13, 1), {1, 13}));
+    FAIL("no error");
+  } catch (const ShapeError& e) {
+    const std::string message = e.what();
+    CHECK(message.find("13") != std::string::npos);
+    CHECK(message.find("12") != std::string::npos);
+  }
+  CHECK_THROWS_AS(model.forward(tensor({1, 2, 3}, {1, 3})), DTypeError);
+  CHECK_THROWS_AS(model.forward(ids({1, 2, 3}, {3})), ShapeError);
+  CHECK_THROWS_AS(model.forward(kIds, mask({0, 0, 0}, {1, 3})), ShapeError);
+  ClassifierOptions bad = names_config();
+  bad.pad_id = 10;
+  CHECK_THROWS_AS(make_classifier(bad), ValueError);
+  bad = names_config();
+  bad.n_heads = 3;
+  CHECK_THROWS_AS(make_classifier(bad), ValueError);
+
+  auto rng = std::make_shared<Generator>(3);
+  Generator init(4);
+  SequenceClassifier with_dropout(names_config(0.25), init, rng);
+  CHECK(with_dropout.dropout_rng() == rng);
+  CHECK(with_dropout.options().dropout == 0.25);
+  CHECK(with_dropout.options().num_classes == 3);
+  CHECK(with_dropout.encoder().n_layers() == 2);
+}
+
+TEST_CASE("nn: pooling and positional names parse, and anything else is a ValueError") {
+  CHECK(parse_pooling("mean") == Pooling::mean);
+  CHECK(parse_pooling("cls") == Pooling::cls);
+  CHECK(parse_positional("learned") == Positional::learned);
+  CHECK(parse_positional("sinusoidal") == Positional::sinusoidal);
+  for (Pooling p : {Pooling::mean, Pooling::cls}) CHECK(parse_pooling(pooling_name(p)) == p);
+  for (Positional p : {Positional::learned, Positional::sinusoidal}) CHECK(parse_positional(positional_name(p)) == p);
+  CHECK_THROWS_AS(parse_pooling("max"), ValueError);
+  CHECK_THROWS_AS(parse_positional("rope"), ValueError);
+}
+
+TEST_CASE("nn: a classifier's state loads into another, which then gives the same logits") {
+  const SequenceClassifier source = make_classifier(names_config(), 21);
+  SequenceClassifier target = make_classifier(names_config(), 22);
+  CHECK(max_abs_diff(source.forward(kIds, kPad), target.forward(kIds, kPad)) > 0.0);
+  target.load_state_dict(source.state_dict());
+  CHECK(max_abs_diff(source.forward(kIds, kPad), target.forward(kIds, kPad)) == 0.0);
+}
+
+TEST_CASE("nn: classifier gradient checks pass for every named parameter (mean pool with pads, cls pool)") {
+  int ran = 0;
+  for (const GradcheckCase& c : gradcheck_cases()) {
+    if (c.name.rfind("nn/classifier/", 0) != 0) continue;
+    ++ran;
+    const GradcheckResult f64 = c.run(GradcheckOptions::float64());
+    INFO(c.name << " (float64)\n" << f64.str());
+    CHECK(f64.passed);  // its own criterion |a - n| <= atol + rtol·|n| (a relative bound fails at tiny gradients)
+    const GradcheckResult f32 = c.run(GradcheckOptions::float32());
+    INFO(c.name << " (float32)\n" << f32.str());
+    CHECK(f32.passed);
+  }
+  CHECK(ran == 2);
+}
