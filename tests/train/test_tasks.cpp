@@ -1,0 +1,140 @@
+// The synthetic tasks: deterministic per seed, labels that recount correctly, lengths in range, a
+// validation stream distinct from the training stream, and option validation.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <map>
+#include <set>
+
+#include "autograd/error.h"
+#include "train/tasks.h"
+#include "train/vocab.h"
+
+using namespace tapegrad;
+
+namespace {
+
+std::string error_of(const TaskOptions& options) {
+  try {
+    TaskStream stream(options, 1);
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("train: task streams are deterministic per seed") {
+  for (const std::string& name : task_names()) {
+    INFO(name);
+    TaskStream a({name}, 42), b({name}, 42), c({name}, 43);
+    const std::vector<Example> xs = a.take(50), ys = b.take(50), zs = c.take(50);
+    CHECK(xs == ys);
+    CHECK(xs != zs);
+  }
+}
+
+TEST_CASE("train: majority labels are the unique most frequent word") {
+  const TaskOptions options{"majority", 5, 3, 12};
+  TaskStream stream(options, 7);
+  const std::vector<std::string> labels = stream.labels();
+  CHECK(labels == std::vector<std::string>{"t0", "t1", "t2", "t3", "t4"});
+  const std::vector<std::string> words = stream.all_words();
+  CHECK(words == labels);
+  std::set<int64_t> lengths;
+  std::set<std::string> seen_labels;
+  for (int i = 0; i < 1000; ++i) {
+    const Example e = stream.next();
+    const std::vector<std::string> tokens = split_words(e.text);
+    const int64_t L = static_cast<int64_t>(tokens.size());
+    REQUIRE(L >= options.min_len);
+    REQUIRE(L <= options.max_len);
+    lengths.insert(L);
+    std::map<std::string, int> counts;
+    for (const std::string& w : tokens) {
+      REQUIRE(std::find(words.begin(), words.end(), w) != words.end());
+      ++counts[w];
+    }
+    int top = 0;
+    for (const auto& [w, n] : counts) top = std::max(top, n);
+    int winners = 0;
+    std::string winner;
+    for (const auto& [w, n] : counts)
+      if (n == top) ++winners, winner = w;
+    INFO(e.label << "\t" << e.text);
+    REQUIRE(winners == 1);
+    REQUIRE(e.label == winner);
+    seen_labels.insert(e.label);
+  }
+  CHECK(lengths.size() == 10);  // every length in [3, 12] occurs
+  CHECK(seen_labels.size() == 5);
+}
+
+TEST_CASE("train: order labels match the marker positions") {
+  const TaskOptions options{"order", 4, 1, 9};
+  TaskStream stream(options, 11);
+  CHECK(stream.labels() == std::vector<std::string>{"AB", "BA"});
+  const std::vector<std::string> words = stream.all_words();
+  CHECK(words == std::vector<std::string>{"t0", "t1", "t2", "t3", "A", "B"});
+  std::map<std::string, int> label_counts;
+  std::set<int64_t> lengths;
+  for (int i = 0; i < 1000; ++i) {
+    const Example e = stream.next();
+    const std::vector<std::string> tokens = split_words(e.text);
+    INFO(e.label << "\t" << e.text);
+    const int64_t L = static_cast<int64_t>(tokens.size());
+    REQUIRE(L >= 2);  // min_len 1 is raised to the two markers
+    REQUIRE(L <= options.max_len);
+    lengths.insert(L);
+    REQUIRE(std::count(tokens.begin(), tokens.end(), "A") == 1);
+    REQUIRE(std::count(tokens.begin(), tokens.end(), "B") == 1);
+    for (const std::string& w : tokens) REQUIRE(std::find(words.begin(), words.end(), w) != words.end());
+    const auto a = std::find(tokens.begin(), tokens.end(), "A");
+    const auto b = std::find(tokens.begin(), tokens.end(), "B");
+    REQUIRE(e.label == (a < b ? "AB" : "BA"));
+    ++label_counts[e.label];
+  }
+  CHECK(lengths.size() == 8);  // 2..9
+  CHECK(label_counts["AB"] > 400);
+  CHECK(label_counts["BA"] > 400);
+}
+
+TEST_CASE("train: the validation set is a separate fixed stream of the same seed") {
+  const TaskOptions options{"majority"};
+  const std::vector<Example> valid = validation_set(options, 5);
+  CHECK(valid.size() == 2000);
+  CHECK(validation_set(options, 5) == valid);
+  CHECK(validation_set(options, 6, 2000) != valid);
+  CHECK(validation_seed(5) != 5);
+  TaskStream train(options, 5);
+  const std::vector<Example> first = train.take(2000);
+  int same = 0;
+  for (size_t i = 0; i < first.size(); ++i) same += first[i] == valid[i];
+  CHECK(same < 10);
+  CHECK(validation_set(options, 5, 10) == std::vector<Example>(valid.begin(), valid.begin() + 10));
+}
+
+TEST_CASE("train: a task stream continues exactly from a saved state") {
+  TaskStream stream({"order", 6, 2, 10}, 3);
+  stream.take(7);
+  const Generator::State state = stream.state();
+  const std::vector<Example> expected = stream.take(20);
+  TaskStream other({"order", 6, 2, 10}, 999);
+  other.set_state(state);
+  CHECK(other.take(20) == expected);
+}
+
+TEST_CASE("train: invalid task options are ValueErrors") {
+  CHECK_THAT(error_of({"parity"}),
+             Catch::Contains("parity") && Catch::Contains("majority") && Catch::Contains("order"));
+  CHECK_THAT(error_of({"majority", 1}), Catch::Contains("symbols"));
+  CHECK_THAT(error_of({"majority", kMaxSymbols + 1}), Catch::Contains("symbols"));
+  CHECK_THAT(error_of({"majority", 8, 0, 4}), Catch::Contains("min_len"));
+  CHECK_THAT(error_of({"majority", 8, 5, 4}), Catch::Contains("min_len"));
+  CHECK_THAT(error_of({"order", 8, 1, 1}), Catch::Contains("max_len"));
+  CHECK(error_of({"majority", 2, 1, 1}) == "no error");  // one word is its own majority
+  CHECK(error_of({"order", 2, 2, 2}) == "no error");
+  TaskStream single({"majority", 3, 1, 1}, 0);
+  CHECK(split_words(single.next().text).size() == 1);
+  CHECK_THROWS_AS(single.take(-1), ValueError);
+}

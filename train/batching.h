@@ -1,0 +1,32 @@
+#pragma once
+// Batching: labelled texts -> padded id tensors, the key padding mask and class targets.
+// Each text is encoded with the vocabulary, optionally given a leading <cls>, cut to the context length
+// (keeping its first tokens) and padded with <pad> (0) to the longest sequence of the batch.
+// An empty text is encoded as a single <unk>: a row of only padding would leave nothing to attend to and
+// make mean pooling divide by zero.
+// The mask is positional (true past a sequence's end), so a word spelled "<pad>" inside a text is not masked.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+#include "train/tasks.h"
+#include "train/vocab.h"
+
+namespace tapegrad {
+
+struct Batch {
+  Tensor ids;               // (B, T) int64, <pad> = 0 past each sequence's end
+  Tensor key_padding_mask;  // (B, T) bool, true = pad
+  Tensor targets;           // (B) int64, the index of each example's label in the label list
+  int64_t truncated = 0;    // sequences cut to the context length
+};
+
+/// Encodes, truncates and pads the examples into one batch; T = the longest sequence after truncation
+/// (<= context_length, the <cls> counted). An empty example list, context_length < 1 (< 2 with <cls>) or a
+/// label missing from labels is a ValueError naming it.
+// examples: B texts -> ids, mask: (B, T), targets: (B)
+Batch make_batch(const std::vector<Example>& examples, const Vocab& vocab, const std::vector<std::string>& labels,
+                 int64_t context_length, bool prepend_cls);
+
+}  // namespace tapegrad

@@ -1,0 +1,369 @@
+#include "train/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "autograd/error.h"
+
+namespace tapegrad {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian and is copied as is: a big-endian host needs byte swaps here");
+
+namespace {
+
+using Json = nlohmann::ordered_json;  // keeps the header's order, which is the order tensors are returned in
+
+const char* safetensors_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::float32: return "F32";
+    case DType::float64: return "F64";
+    case DType::int64: return "I64";
+    case DType::boolean: return "BOOL";
+  }
+  return "?";
+}
+
+bool parse_dtype(const std::string& name, DType& out) {
+  for (DType d : {DType::float32, DType::float64, DType::int64, DType::boolean})
+    if (name == safetensors_dtype(d)) {
+      out = d;
+      return true;
+    }
+  return false;
+}
+
+// ---------------------------------------------------------------- writing
+
+std::string errno_text() { return std::strerror(errno); }
+
+/// Writes all of [data, data + n) to fd, retrying partial writes and interrupted calls.
+bool write_all(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    const ssize_t written = ::write(fd, data, n);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data += written;
+    n -= static_cast<size_t>(written);
+  }
+  return true;
+}
+
+/// Closes fd (if open) and removes the temporary file unless disarmed: no failed save leaves a .tmp behind.
+struct TempFile {
+  std::string path;
+  int fd = -1;
+  bool keep = false;
+  ~TempFile() {
+    if (fd >= 0) ::close(fd);
+    if (!keep) ::unlink(path.c_str());
+  }
+};
+
+// ---------------------------------------------------------------- reading
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;  // relative to the buffer
+};
+
+/// JSON parser callback: refuses duplicate keys in any object (the parser would silently keep the last
+/// one, letting two headers hide in one file) and nesting deeper than a header has.
+class HeaderGuard {
+ public:
+  explicit HeaderGuard(const std::string& path) : path_(path) {}
+  bool operator()(int depth, Json::parse_event_t event, Json& parsed) {
+    // The deepest container of a valid header is a shape or data_offsets array, opened at depth 2.
+    constexpr int kMaxOpenDepth = 2;
+    switch (event) {
+      case Json::parse_event_t::object_start:
+        if (depth > kMaxOpenDepth) throw IOError(cat(path_, ": header nests deeper than a safetensors header"));
+        keys_.emplace_back();
+        break;
+      case Json::parse_event_t::array_start:
+        if (depth > kMaxOpenDepth) throw IOError(cat(path_, ": header nests deeper than a safetensors header"));
+        break;
+      case Json::parse_event_t::object_end: keys_.pop_back(); break;
+      case Json::parse_event_t::key: {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (!keys_.back().insert(key).second)
+          throw IOError(cat(path_, ": header has the key '", key, "' twice", depth == 1 ? "" : " in one entry"));
+        break;
+      }
+      default: break;
+    }
+    return true;
+  }
+
+ private:
+  std::string path_;
+  std::vector<std::set<std::string>> keys_;  // the keys of each open object
+};
+
+/// A JSON array of non-negative integers as uint64 (JSON parses those as unsigned; negatives and
+/// fractions are other types).
+bool unsigned_array(const Json& j, std::vector<uint64_t>& out) {
+  if (!j.is_array()) return false;
+  out.clear();
+  for (const Json& e : j) {
+    if (!e.is_number_unsigned()) return false;
+    out.push_back(e.get<uint64_t>());
+  }
+  return true;
+}
+
+Entry parse_entry(const std::string& path, const std::string& name, const Json& j, uint64_t buffer_size) {
+  const auto fail = [&](const std::string& what) { return IOError(cat(path, ": tensor '", name, "': ", what)); };
+  if (!j.is_object()) throw fail(cat("entry is a JSON ", j.type_name(), ", not an object"));
+  for (const auto& [key, value] : j.items())
+    if (key != "dtype" && key != "shape" && key != "data_offsets") throw fail(cat("unknown field '", key, "'"));
+  if (!j.contains("dtype") || !j.contains("shape") || !j.contains("data_offsets"))
+    throw fail("entry needs dtype, shape and data_offsets");
+
+  Entry e;
+  e.name = name;
+  const Json& dtype = j["dtype"];
+  if (!dtype.is_string()) throw fail("dtype is not a string");
+  if (!parse_dtype(dtype.get<std::string>(), e.dtype))
+    throw fail(cat("unsupported dtype ", dtype.dump(), " (tapegrad reads F32, F64, I64 and BOOL)"));
+
+  std::vector<uint64_t> dims;
+  if (!unsigned_array(j["shape"], dims))
+    throw fail(cat("shape ", j["shape"].dump(), " is not an array of non-negative integers"));
+  if (dims.size() > static_cast<size_t>(kMaxRank))
+    throw fail(cat("shape has ", dims.size(), " dims; tensors have at most ", kMaxRank));
+  // Bytes = product of dims * itemsize, computed without overflow. The product of the nonzero dims must
+  // fit int64 even for an empty tensor, so that no later numel() overflows; a nonempty tensor's bytes must
+  // fit the buffer.
+  constexpr uint64_t kInt64Max = static_cast<uint64_t>(INT64_MAX);
+  uint64_t nonzero_product = 1;
+  bool has_zero = false;
+  for (uint64_t d : dims) {
+    if (d == 0) {
+      has_zero = true;
+      continue;
+    }
+    if (nonzero_product > kInt64Max / d)
+      throw fail(cat("shape ", j["shape"].dump(), " has more elements than int64 holds"));
+    nonzero_product *= d;
+  }
+  uint64_t nbytes = 0;
+  if (!has_zero) {
+    const uint64_t size = itemsize(e.dtype);
+    uint64_t needed = 0;
+    if (__builtin_mul_overflow(nonzero_product, size, &needed))
+      throw fail(cat("shape ", j["shape"].dump(), " needs 2^64 bytes or more"));
+    if (needed > buffer_size)
+      throw fail(cat("shape ", j["shape"].dump(), " of ", dtype.get<std::string>(), " needs ", needed,
+                     " bytes, more than the buffer's ", buffer_size));
+    nbytes = needed;
+  }
+  for (uint64_t d : dims) e.shape.push_back(static_cast<int64_t>(d));  // each d <= INT64_MAX here
+
+  std::vector<uint64_t> offsets;
+  if (!unsigned_array(j["data_offsets"], offsets) || offsets.size() != 2)
+    throw fail(cat("data_offsets ", j["data_offsets"].dump(), " is not [begin, end] of non-negative integers"));
+  e.begin = offsets[0];
+  e.end = offsets[1];
+  if (e.begin > e.end) throw fail(cat("data_offsets [", e.begin, ", ", e.end, "] end before they begin"));
+  if (e.end > buffer_size)
+    throw fail(cat("data_offsets [", e.begin, ", ", e.end, "] run past the end of the ", buffer_size, "-byte buffer"));
+  if (e.end - e.begin != nbytes)
+    throw fail(cat("shape ", e.shape, " of ", dtype.get<std::string>(), " needs ", nbytes, " bytes but data_offsets [",
+                   e.begin, ", ", e.end, "] hold ", e.end - e.begin));
+  return e;
+}
+
+}  // namespace
+
+const Tensor& SafetensorsFile::at(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return t;
+  throw ValueError(cat("safetensors: no tensor named '", name, "'"));
+}
+
+bool SafetensorsFile::contains(const std::string& name) const {
+  return std::any_of(tensors.begin(), tensors.end(), [&](const auto& p) { return p.first == name; });
+}
+
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<Tensor> contiguous;
+  std::set<std::string> names;
+  Json header = Json::object();
+  if (!metadata.empty()) {
+    Json meta = Json::object();
+    for (const auto& [key, value] : metadata) meta[key] = value;
+    header["__metadata__"] = std::move(meta);
+  }
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty()) throw ValueError(cat("save_safetensors ", path, ": a tensor has an empty name"));
+    if (name == "__metadata__")
+      throw ValueError(cat("save_safetensors ", path, ": '__metadata__' is reserved and cannot name a tensor"));
+    if (!names.insert(name).second) throw ValueError(cat("save_safetensors ", path, ": tensor '", name, "' twice"));
+    if (!t.defined()) throw ValueError(cat("save_safetensors ", path, ": tensor '", name, "' is undefined"));
+    Tensor c = t.detach().contiguous();
+    const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * itemsize(c.dtype());
+    Json entry = Json::object();
+    entry["dtype"] = safetensors_dtype(c.dtype());
+    entry["shape"] = c.shape().vec();
+    entry["data_offsets"] = {offset, offset + nbytes};
+    header[name] = std::move(entry);
+    offset += nbytes;
+    contiguous.push_back(std::move(c));
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& e) {  // a name or metadata string that is not UTF-8
+    throw ValueError(cat("save_safetensors ", path, ": ", e.what()));
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');  // the buffer then starts 8-byte aligned
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
+
+  TempFile tmp{path + ".tmp"};
+  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (tmp.fd < 0) {
+    tmp.keep = true;  // not ours to remove: we did not create it
+    throw IOError(cat(tmp.path, ": cannot create: ", errno_text()));
+  }
+  const auto fail = [&](const char* what) { return IOError(cat(tmp.path, ": ", what, ": ", errno_text())); };
+  if (!write_all(tmp.fd, reinterpret_cast<const char*>(length), 8) || !write_all(tmp.fd, text.data(), text.size()))
+    throw fail("write failed");
+  for (const Tensor& c : contiguous) {
+    const size_t nbytes = static_cast<size_t>(c.numel()) * itemsize(c.dtype());
+    if (nbytes == 0) continue;
+    const char* bytes = static_cast<const char*>(c.storage()->data) + c.offset() * itemsize(c.dtype());
+    if (!write_all(tmp.fd, bytes, nbytes)) throw fail("write failed");
+  }
+  if (::fsync(tmp.fd) != 0) throw fail("fsync failed");
+  const int fd = tmp.fd;
+  tmp.fd = -1;
+  if (::close(fd) != 0) throw fail("close failed");
+  if (::rename(tmp.path.c_str(), path.c_str()) != 0)
+    throw IOError(cat(path, ": cannot rename ", tmp.path, " over it: ", errno_text()));
+  tmp.keep = true;
+
+  // The rename is durable only once the directory entry is on disk.
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) throw IOError(cat(dir, ": cannot open directory to fsync it: ", errno_text()));
+  const int synced = ::fsync(dir_fd);
+  const int saved_errno = errno;
+  ::close(dir_fd);
+  if (synced != 0) {
+    errno = saved_errno;
+    throw IOError(cat(dir, ": directory fsync failed: ", errno_text()));
+  }
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw IOError(cat(path, ": cannot open: is a directory"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IOError(cat(path, ": cannot open: ", errno_text()));
+  in.seekg(0, std::ios::end);
+  const std::streamoff end_position = in.tellg();
+  if (end_position < 0) throw IOError(cat(path, ": cannot determine the file size"));
+  const uint64_t file_size = static_cast<uint64_t>(end_position);
+  in.seekg(0);
+  if (file_size < 8)
+    throw IOError(cat(path, ": ", file_size, " bytes is too short for a safetensors file (8-byte header length)"));
+
+  unsigned char length[8];
+  if (!in.read(reinterpret_cast<char*>(length), 8)) throw IOError(cat(path, ": read failed"));
+  uint64_t N = 0;
+  for (int i = 0; i < 8; ++i) N |= static_cast<uint64_t>(length[i]) << (8 * i);
+  if (N > file_size - 8)
+    throw IOError(cat(path, ": header length ", N, " runs past the end of the ", file_size, "-byte file"));
+  if (N > kMaxSafetensorsHeader)
+    throw IOError(cat(path, ": header length ", N, " exceeds the limit of ", kMaxSafetensorsHeader, " bytes"));
+  std::string text(N, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(N))) throw IOError(cat(path, ": read failed in the header"));
+  if (text.empty() || text[0] != '{') throw IOError(cat(path, ": header does not start with '{'"));
+  const uint64_t buffer_size = file_size - 8 - N;
+
+  Json header;
+  try {
+    header = Json::parse(text, HeaderGuard(path));
+  } catch (const nlohmann::json::exception& e) {  // invalid JSON or UTF-8, a number out of range, ...
+    throw IOError(cat(path, ": header is not valid JSON: ", e.what()));
+  }
+  if (!header.is_object()) throw IOError(cat(path, ": header is a JSON ", header.type_name(), ", not an object"));
+
+  SafetensorsFile file;
+  std::vector<Entry> entries;
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      if (!value.is_object())
+        throw IOError(cat(path, ": __metadata__ is a JSON ", value.type_name(), ", not an object"));
+      for (const auto& [key, v] : value.items()) {
+        if (!v.is_string()) throw IOError(cat(path, ": __metadata__ '", key, "' is not a string"));
+        file.metadata[key] = v.get<std::string>();
+      }
+      continue;
+    }
+    entries.push_back(parse_entry(path, name, value, buffer_size));
+  }
+
+  // The tensors must tile the buffer: sorted by offset, each begins where the previous ended, the last
+  // ends at the end of the file. No overlaps (two names aliasing bytes) and no hidden bytes.
+  std::vector<const Entry*> by_offset;
+  for (const Entry& e : entries) by_offset.push_back(&e);
+  std::stable_sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t covered = 0;
+  const Entry* previous = nullptr;
+  for (const Entry* e : by_offset) {
+    if (e->begin < covered)
+      throw IOError(cat(path, ": tensor '", e->name, "' [", e->begin, ", ", e->end, ") overlaps tensor '",
+                        previous->name, "' [", previous->begin, ", ", previous->end, ")"));
+    if (e->begin > covered)
+      throw IOError(cat(path, ": tensor '", e->name, "' begins at ", e->begin, ", leaving bytes [", covered, ", ",
+                        e->begin, ") of the buffer unused"));
+    covered = e->end;
+    previous = e;
+  }
+  if (covered != buffer_size)
+    throw IOError(cat(path, ": bytes [", covered, ", ", buffer_size, ") of the buffer belong to no tensor"));
+
+  // Sizes are now known to fit the file: allocating and reading cannot go out of bounds.
+  std::vector<Tensor> data(entries.size());
+  for (const Entry* e : by_offset) {
+    Tensor t = empty(e->shape, e->dtype);
+    const uint64_t nbytes = e->end - e->begin;
+    if (nbytes > 0) {
+      in.seekg(static_cast<std::streamoff>(8 + N + e->begin));
+      if (!in.read(static_cast<char*>(t.storage()->data), static_cast<std::streamsize>(nbytes)))
+        throw IOError(cat(path, ": tensor '", e->name, "': read failed (did the file change?)"));
+    }
+    if (e->dtype == DType::boolean) {
+      const auto* bytes = static_cast<const unsigned char*>(t.storage()->data);
+      for (uint64_t i = 0; i < nbytes; ++i)
+        if (bytes[i] > 1) throw IOError(cat(path, ": tensor '", e->name, "': BOOL byte ", i, " is ", int(bytes[i])));
+    }
+    data[static_cast<size_t>(e - entries.data())] = std::move(t);
+  }
+  for (size_t i = 0; i < entries.size(); ++i) file.tensors.emplace_back(entries[i].name, std::move(data[i]));
+  return file;
+}
+
+}  // namespace tapegrad

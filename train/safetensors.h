@@ -1,0 +1,45 @@
+#pragma once
+// safetensors files (the Hugging Face format), for checkpoints and exported weights.
+//   bytes [0, 8)       : N, the header length, u64 little-endian
+//   bytes [8, 8 + N)   : the header, a UTF-8 JSON object, padded with spaces:
+//                        {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
+//                         "__metadata__": {"key": "value", ...}}   (metadata optional, strings only)
+//   bytes [8 + N, EOF) : the buffer; offsets are relative to its start, each tensor's bytes are contiguous,
+//                        row-major and little-endian, and the tensors tile the buffer exactly.
+// dtypes: F32 = float32, F64 = float64, I64 = int64, BOOL = bool (one byte, 0 or 1).
+// Writing pads the header to a multiple of 8 so that every tensor starts 8-byte aligned in the file.
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tapegrad {
+
+/// The largest header we read (the reference implementation's limit too).
+inline constexpr uint64_t kMaxSafetensorsHeader = uint64_t{100} << 20;
+
+struct SafetensorsFile {
+  std::vector<std::pair<std::string, Tensor>> tensors;  // in the header's order
+  std::map<std::string, std::string> metadata;
+
+  /// The tensor of this name; a missing name is a ValueError.
+  const Tensor& at(const std::string& name) const;
+  bool contains(const std::string& name) const;
+};
+
+/// Writes the tensors (any strides; they are written contiguous) in the given order, atomically: the
+/// bytes go to path + ".tmp", which is fsynced and renamed over path, then the directory is fsynced, so a
+/// crash at any moment leaves either the old file or the new one whole. Duplicate or empty names and the
+/// name "__metadata__" are ValueErrors; a failed write is an IOError (and the .tmp file is removed).
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+/// Reads a safetensors file, treating it as hostile: every size and offset is checked before use, and any
+/// malformation (short file, header length out of bounds, invalid JSON, unknown dtype, bad shape, size
+/// mismatch, offsets out of the buffer, overlaps or gaps, duplicate names, non-string metadata) is an
+/// IOError naming the file and, where there is one, the tensor.
+SafetensorsFile load_safetensors(const std::string& path);
+
+}  // namespace tapegrad
