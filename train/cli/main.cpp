@@ -1,0 +1,282 @@
+// tapegrad: the command line. train, eval, predict, gradcheck; each has --help.
+// A bad flag, value or file gets one line on stderr and a non-zero exit, never a stack trace.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "autograd/autograd.h"
+#include "train/batching.h"
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/plots.h"
+#include "train/trainer.h"
+#include "train/tsv.h"
+
+using namespace tapegrad;
+using nlohmann::json;
+
+namespace {
+
+// ---- train ----
+struct TrainFlags {
+  TrainOptions options;
+  std::string task = "majority", activation = "relu", pool = "mean", positional = "learned", resume;
+  bool no_shuffle = false, json = false;
+};
+
+void add_train(CLI::App& app, TrainFlags& f) {
+  TrainOptions& o = f.options;
+  auto* cmd = app.add_subcommand("train", "Train a transformer encoder classifier on a built-in task or a TSV file");
+  cmd->add_option("--task", f.task, "Built-in task: majority | order")->capture_default_str();
+  cmd->add_option("--data", o.data, "Training data: a TSV file of label<TAB>text lines");
+  cmd->add_option("--valid", o.valid, "Validation TSV (default: a seeded split of --data)");
+  cmd->add_option("--valid-fraction", o.valid_fraction, "Share of --data held out when --valid is not given")->capture_default_str();
+  cmd->add_option("--train-size", o.train_size, "Task only: a fixed training set of this many examples (0: fresh ones every batch)")->capture_default_str();
+  cmd->add_option("--symbols", o.task.symbols, "Task vocabulary size V (words t0..t{V-1})")->capture_default_str();
+  cmd->add_option("--min-len", o.task.min_len, "Shortest generated sequence")->capture_default_str();
+  cmd->add_option("--max-len", o.task.max_len, "Longest generated sequence")->capture_default_str();
+  cmd->add_option("--d-model", o.model.d_model, "Model width")->capture_default_str();
+  cmd->add_option("--heads", o.model.n_heads, "Attention heads")->capture_default_str();
+  cmd->add_option("--ff", o.model.d_ff, "Feed-forward width")->capture_default_str();
+  cmd->add_option("--layers", o.model.n_layers, "Encoder layers")->capture_default_str();
+  cmd->add_option("--context-length", o.context_length, "Longest sequence the model accepts (0: the longest the data can produce)")->capture_default_str();
+  cmd->add_option("--activation", f.activation, "relu | gelu")->capture_default_str();
+  cmd->add_flag("--norm-first", o.model.norm_first, "Pre-LN layers (LayerNorm before attention and feed-forward)");
+  cmd->add_flag("--final-norm", o.model.final_norm, "A LayerNorm after the last encoder layer");
+  cmd->add_option("--pool", f.pool, "mean (over non-pad tokens) | cls (a prepended <cls> token)")->capture_default_str();
+  cmd->add_option("--positional", f.positional, "learned | sinusoidal")->capture_default_str();
+  cmd->add_option("--dropout", o.model.dropout, "Dropout probability")->capture_default_str();
+  cmd->add_option("--optimizer", o.optimizer, "sgd | adam | adamw")->capture_default_str();
+  cmd->add_option("--lr", o.lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--weight-decay", o.weight_decay, "Weight decay (decoupled for adamw, L2 otherwise)")->capture_default_str();
+  cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--warmup", o.warmup, "Linear warm-up steps")->capture_default_str();
+  cmd->add_option("--schedule", o.schedule, "Learning rate after warm-up: constant | cosine | linear")->capture_default_str();
+  cmd->add_option("--clip-grad", o.clip_grad, "Clip the global gradient norm to this (0: off)")->capture_default_str();
+  cmd->add_option("--batch-size", o.batch_size, "Examples per step")->capture_default_str();
+  cmd->add_option("--steps", o.steps, "Total optimizer steps (default 2000, or from --epochs)");
+  cmd->add_option("--epochs", o.epochs, "Passes over a fixed training set (--data or --train-size)");
+  cmd->add_option("--seed", o.seed, "Seed of every random stream")->capture_default_str();
+  cmd->add_option("--threads", o.threads, "BLAS threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--eval-every", o.eval_every, "Validate (and checkpoint) every this many steps")->capture_default_str();
+  cmd->add_option("--target-acc", o.target_acc, "Stop once validation accuracy reaches this fraction (0: never)")->capture_default_str();
+  cmd->add_option("--out", o.out, "Run directory: checkpoint, best/, metrics.csv, curves.svg")->capture_default_str();
+  cmd->add_option("--init", o.init, "Start from this checkpoint's weights and vocabulary, with a fresh optimizer");
+  cmd->add_option("--resume", f.resume, "Continue this run directory exactly where it stopped (--steps sets a new total)");
+  cmd->add_flag("--no-shuffle", f.no_shuffle, "Visit a fixed training set in file order");
+  cmd->add_flag("--json", f.json, "Print one JSON line with the results on stdout at the end");
+  cmd->callback([&f] {
+    TrainOptions& o = f.options;
+    TrainSummary summary;
+    if (!f.resume.empty()) {
+      summary = resume(f.resume, o.steps, std::cerr);
+    } else {
+      o.task.name = f.task;
+      o.model.activation = nn::parse_activation(f.activation);
+      o.model.pool = nn::parse_pooling(f.pool);
+      o.model.positional = nn::parse_positional(f.positional);
+      o.shuffle = !f.no_shuffle;
+      summary = train(o, std::cerr);
+    }
+    std::fprintf(stderr, "%s after %lld steps (%.1f s, %.1f steps/s): validation accuracy %.2f%% (best %.2f%% at step %lld)\n",
+                 summary.reached_target ? "reached the target" : "finished", static_cast<long long>(summary.steps),
+                 summary.seconds, summary.steps_per_second, 100 * summary.final_accuracy, 100 * summary.best_accuracy,
+                 static_cast<long long>(summary.best_step));
+    if (summary.truncated > 0)
+      std::fprintf(stderr, "%lld training sequences were cut to the context length\n", static_cast<long long>(summary.truncated));
+    std::fprintf(stderr, "checkpoint: %s (best: %s/best)  metrics: %s/metrics.csv  curves: %s/curves.svg\n",
+                 summary.out.c_str(), summary.out.c_str(), summary.out.c_str(), summary.out.c_str());
+    if (f.json) std::cout << to_json(summary).dump() << std::endl;
+  });
+}
+
+// ---- eval ----
+struct EvalFlags {
+  std::string checkpoint, task, data;
+  TaskOptions task_options;
+  uint64_t seed = 0;
+  bool json = false;
+};
+
+/// The training options saved with a checkpoint, when it has them (for the task's defaults).
+std::optional<TrainOptions> saved_options(const std::string& dir) {
+  std::ifstream in(dir + "/trainer.json");
+  if (!in) return std::nullopt;
+  try {
+    return train_options_from_json(json::parse(in).at("options"), dir + "/trainer.json");
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+void add_eval(CLI::App& app, EvalFlags& f) {
+  auto* cmd = app.add_subcommand("eval", "Loss, accuracy and confusion matrix of a checkpoint on a task or a TSV file");
+  cmd->add_option("--checkpoint", f.checkpoint, "Checkpoint directory (a run directory or its best/)")->required();
+  auto* task = cmd->add_option("--task", f.task, "Built-in task: majority | order (the task's validation set)");
+  auto* data = cmd->add_option("--data", f.data, "A TSV file of label<TAB>text lines");
+  task->excludes(data);
+  auto* symbols = cmd->add_option("--symbols", f.task_options.symbols, "Task vocabulary size (default: as trained)");
+  auto* min_len = cmd->add_option("--min-len", f.task_options.min_len, "Shortest generated sequence (default: as trained)");
+  auto* max_len = cmd->add_option("--max-len", f.task_options.max_len, "Longest generated sequence (default: as trained)");
+  auto* seed = cmd->add_option("--seed", f.seed, "Seed of the task's validation stream (default: as trained)");
+  cmd->add_flag("--json", f.json, "Print the results as one JSON object");
+  cmd->callback([&f, symbols, min_len, max_len, seed] {
+    if (f.task.empty() && f.data.empty()) throw ValueError("eval: give --task or --data");
+    LoadedModel loaded = load_model(f.checkpoint);
+    std::vector<Example> examples;
+    if (!f.data.empty()) {
+      examples = read_tsv(f.data).examples;
+    } else {
+      TaskOptions task = f.task_options;
+      uint64_t task_seed = f.seed;
+      if (auto saved = saved_options(f.checkpoint)) {  // defaults: the task as it was trained
+        if (!symbols->count()) task.symbols = saved->task.symbols;
+        if (!min_len->count()) task.min_len = saved->task.min_len;
+        if (!max_len->count()) task.max_len = saved->task.max_len;
+        if (!seed->count()) task_seed = saved->seed;
+      }
+      task.name = f.task;
+      examples = validation_set(task, task_seed);
+    }
+    for (const Example& e : examples)
+      if (std::find(loaded.labels.begin(), loaded.labels.end(), e.label) == loaded.labels.end())
+        throw ValueError(cat("eval: label '", e.label, "' is not one of the checkpoint's ", loaded.labels.size(), " labels"));
+    const Evaluation result = evaluate(*loaded.model, examples, loaded.vocab, loaded.labels);
+    if (f.json) {
+      std::cout << json{{"examples", result.count}, {"loss", result.loss}, {"accuracy", result.accuracy},
+                        {"labels", loaded.labels}, {"confusion", result.confusion}, {"truncated", result.truncated}}
+                       .dump()
+                << std::endl;
+      return;
+    }
+    std::printf("examples %lld  loss %.4f  accuracy %.2f%%\n", static_cast<long long>(result.count), result.loss,
+                100 * result.accuracy);
+    std::printf("confusion matrix (rows: true label, columns: predicted)\n%12s", "");
+    for (const auto& label : loaded.labels) std::printf(" %8.8s", label.c_str());
+    std::printf("\n");
+    for (size_t i = 0; i < loaded.labels.size(); ++i) {
+      std::printf("%12.12s", loaded.labels[i].c_str());
+      for (int64_t n : result.confusion[i]) std::printf(" %8lld", static_cast<long long>(n));
+      std::printf("\n");
+    }
+  });
+}
+
+// ---- predict ----
+struct PredictFlags {
+  std::string checkpoint, attention_svg;
+  std::vector<std::string> texts;
+  bool json = false;
+};
+
+void add_predict(CLI::App& app, PredictFlags& f) {
+  auto* cmd = app.add_subcommand("predict", "Label and class probabilities of texts (from --text or one per line on stdin)");
+  cmd->add_option("--checkpoint", f.checkpoint, "Checkpoint directory (a run directory or its best/)")->required();
+  cmd->add_option("--text", f.texts, "A text to classify (repeatable)");
+  cmd->add_option("--attention-svg", f.attention_svg, "Draw the attention weights of the first text as heatmaps into this SVG file");
+  cmd->add_flag("--json", f.json, "One JSON object per text: label, probs, logits");
+  cmd->callback([&f] {
+    LoadedModel loaded = load_model(f.checkpoint);
+    std::vector<std::string> texts = f.texts;
+    if (texts.empty())
+      for (std::string line; std::getline(std::cin, line);)
+        if (!line.empty()) texts.push_back(line);
+    if (texts.empty()) throw ValueError("predict: no texts (give --text or lines on stdin)");
+    const bool cls = loaded.options.pool == nn::Pooling::cls;
+    NoGradGuard no_grad;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const Batch batch = make_batch({{loaded.labels[0], texts[i]}}, loaded.vocab, loaded.labels,
+                                     loaded.options.context_length, cls);
+      std::vector<Tensor> attention;
+      const Tensor logits = loaded.model->forward(batch.ids, batch.key_padding_mask, &attention);
+      const std::vector<double> z = logits.to_vector(), p = softmax(logits, -1).to_vector();
+      const size_t best = std::max_element(p.begin(), p.end()) - p.begin();
+      if (i == 0 && !f.attention_svg.empty()) {
+        std::vector<std::string> tokens;
+        for (int64_t id : batch.ids.to_int_vector()) tokens.push_back(loaded.vocab.token(id));
+        write_attention_svg(f.attention_svg, tokens, attention, "attention: " + texts[0]);
+      }
+      if (f.json) {
+        json probs = json::object(), logit = json::object();
+        for (size_t c = 0; c < p.size(); ++c) {
+          probs[loaded.labels[c]] = p[c];
+          logit[loaded.labels[c]] = z[c];
+        }
+        std::cout << json{{"text", texts[i]}, {"label", loaded.labels[best]}, {"probs", probs}, {"logits", logit}}.dump()
+                  << std::endl;
+      } else {
+        std::printf("%s\t", loaded.labels[best].c_str());
+        for (size_t c = 0; c < p.size(); ++c) std::printf("%s%s=%.4f", c ? " " : "", loaded.labels[c].c_str(), p[c]);
+        std::printf("\t%s\n", texts[i].c_str());
+      }
+      if (batch.truncated) std::fprintf(stderr, "note: text %zu was cut to the context length %lld\n", i + 1,
+                                        static_cast<long long>(loaded.options.context_length));
+    }
+    if (!f.attention_svg.empty()) std::fprintf(stderr, "attention heatmaps: %s\n", f.attention_svg.c_str());
+  });
+}
+
+// ---- gradcheck ----
+void add_gradcheck(CLI::App& app, bool& as_json, std::string& filter) {
+  auto* cmd = app.add_subcommand("gradcheck", "Run the float64 gradient checks of every op and layer");
+  cmd->add_flag("--json", as_json, "One JSON object with every case");
+  cmd->add_option("--filter", filter, "Only cases whose name contains this");
+  cmd->callback([&as_json, &filter] {
+    json cases = json::array();
+    int failed = 0, run = 0;
+    double worst_rel = 0;
+    if (!as_json) std::printf("%-48s %12s %12s  %s\n", "case", "max abs err", "max rel err", "result");
+    for (const GradcheckCase& c : gradcheck_cases()) {
+      if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
+      const GradcheckResult r = c.run(GradcheckOptions::float64());
+      ++run;
+      failed += !r.passed;
+      worst_rel = std::max(worst_rel, r.max_rel_error());
+      if (as_json)
+        cases.push_back({{"name", c.name}, {"max_abs_error", r.max_abs_error()}, {"max_rel_error", r.max_rel_error()},
+                         {"passed", r.passed}});
+      else
+        std::printf("%-48s %12.3e %12.3e  %s\n", c.name.c_str(), r.max_abs_error(), r.max_rel_error(), r.passed ? "pass" : "FAIL");
+    }
+    if (as_json)
+      std::cout << json{{"cases", cases}, {"passed", run - failed}, {"failed", failed}, {"worst_rel_error", worst_rel}}.dump()
+                << std::endl;
+    else
+      std::printf("%d passed, %d failed (worst relative error %.3e)\n", run - failed, failed, worst_rel);
+    if (failed) throw ValueError(cat("gradcheck: ", failed, " case(s) failed"));
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tapegrad: a from-scratch training framework with a dynamic tape autograd"};
+  app.require_subcommand(1);
+  TrainFlags train_flags;
+  EvalFlags eval_flags;
+  PredictFlags predict_flags;
+  bool gradcheck_json = false;
+  std::string gradcheck_filter;
+  add_train(app, train_flags);
+  add_eval(app, eval_flags);
+  add_predict(app, predict_flags);
+  add_gradcheck(app, gradcheck_json, gradcheck_filter);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);
+    std::fprintf(stderr, "tapegrad: %s (see --help)\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    const std::string sub = app.get_subcommands().empty() ? "" : " " + app.get_subcommands()[0]->get_name();
+    std::fprintf(stderr, "tapegrad%s: %s\n", sub.c_str(), e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,492 @@
+#include "train/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+
+#include "autograd/autograd.h"
+#include "optim/adam.h"
+#include "optim/clip.h"
+#include "optim/schedule.h"
+#include "optim/sgd.h"
+#include "train/batching.h"
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/metrics.h"
+#include "train/plots.h"
+#include "train/safetensors.h"
+#include "train/tsv.h"
+
+namespace tapegrad {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr int64_t kDefaultSteps = 2000;
+constexpr uint64_t kDropoutStream = 0x64726f706f7574ULL, kShuffleStream = 0x73687566666c65ULL;
+
+json to_json(const Generator::State& s) {
+  return {{"words", s.words}, {"has_spare_normal", s.has_spare_normal}, {"spare_normal", s.spare_normal}};
+}
+Generator::State generator_state(const json& j) {
+  return {j.at("words").get<std::array<uint64_t, 4>>(), j.at("has_spare_normal").get<bool>(),
+          j.at("spare_normal").get<double>()};
+}
+
+/// The training examples, one batch at a time: a fresh task stream, or a fixed set visited in epochs
+/// (reshuffled at the start of each epoch unless --no-shuffle; the last batch of an epoch may be smaller).
+class TrainingStream {
+ public:
+  TrainingStream(const TaskOptions& task, uint64_t seed) : task_(TaskStream(task, seed)) {}
+  TrainingStream(std::vector<Example> examples, bool shuffle, uint64_t seed)
+      : examples_(std::move(examples)), shuffle_(shuffle), shuffle_gen_(seed ^ kShuffleStream) {
+    start_epoch();
+  }
+
+  bool fixed() const { return !task_.has_value(); }
+  int64_t epoch() const { return epoch_; }
+  int64_t size() const { return static_cast<int64_t>(examples_.size()); }
+
+  std::vector<Example> next_batch(int64_t n) {
+    if (!fixed()) return task_->take(n);
+    if (cursor_ == size()) {
+      ++epoch_;
+      start_epoch();
+    }
+    std::vector<Example> batch;
+    for (; cursor_ < size() && static_cast<int64_t>(batch.size()) < n; ++cursor_) batch.push_back(examples_[order_[cursor_]]);
+    return batch;
+  }
+
+  json state() const {
+    if (!fixed()) return {{"task", to_json(task_->state())}};
+    return {{"epoch", epoch_}, {"cursor", cursor_}, {"epoch_start_rng", to_json(epoch_start_)}};
+  }
+  void set_state(const json& j) {
+    if (!fixed()) {
+      task_->set_state(generator_state(j.at("task")));
+      return;
+    }
+    epoch_ = j.at("epoch").get<int64_t>();
+    shuffle_gen_.set_state(generator_state(j.at("epoch_start_rng")));
+    start_epoch();  // redraws this epoch's order from the state it started with
+    cursor_ = j.at("cursor").get<int64_t>();
+  }
+
+ private:
+  void start_epoch() {
+    epoch_start_ = shuffle_gen_.state();
+    order_.resize(examples_.size());
+    for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
+    if (shuffle_)
+      for (int64_t i = size() - 1; i > 0; --i) std::swap(order_[i], order_[shuffle_gen_.below(i + 1)]);
+    cursor_ = 0;
+  }
+
+  std::optional<TaskStream> task_;
+  std::vector<Example> examples_;
+  std::vector<int64_t> order_;
+  bool shuffle_ = true;
+  Generator shuffle_gen_{0};
+  Generator::State epoch_start_{};
+  int64_t epoch_ = 0, cursor_ = 0;
+};
+
+int64_t longest_sequence(const std::vector<Example>& examples) {
+  int64_t longest = 1;
+  for (const Example& e : examples) longest = std::max<int64_t>(longest, static_cast<int64_t>(split_words(e.text).size()));
+  return longest;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const nn::NamedTensors& params) {
+  if (o.optimizer == "sgd") return std::make_unique<optim::SGD>(params, optim::SgdOptions{o.lr, o.momentum, 0, false, o.weight_decay});
+  if (o.optimizer == "adam") return std::make_unique<optim::Adam>(params, optim::AdamOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
+  if (o.optimizer == "adamw") return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
+  throw ValueError(cat("--optimizer: '", o.optimizer, "' is not one of sgd, adam, adamw"));
+}
+
+/// One training run's whole state: what trainer.json and the checkpoint files hold.
+struct Run {
+  TrainOptions options;
+  Vocab vocab;
+  std::vector<std::string> labels;
+  std::vector<Example> valid;
+  std::unique_ptr<TrainingStream> stream;
+  std::unique_ptr<nn::SequenceClassifier> model;
+  std::shared_ptr<Generator> dropout_rng;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  optim::LrSchedule schedule;
+  std::vector<MetricsRow> metrics;
+  int64_t step = 0, total_steps = 0, truncated = 0, best_step = 0;
+  double best_accuracy = -1, best_loss = 0, elapsed_before = 0;  // elapsed_before: seconds of earlier sessions
+  double window_loss = 0;                                           // training loss summed since the last row
+  int64_t window_steps = 0;
+
+  /// trainer.json; `elapsed` is the run's total training time so far (all sessions).
+  json trainer_state(double elapsed) const {
+    return {{"format", "tapegrad-trainer-1"},
+            {"step", step},
+            {"total_steps", total_steps},
+            {"epoch", stream->epoch()},
+            {"options", to_json(options)},
+            {"schedule",
+             {{"kind", optim::schedule_name(schedule.kind)}, {"base_lr", schedule.base_lr},
+              {"warmup_steps", schedule.warmup_steps}, {"total_steps", schedule.total_steps}, {"min_lr", schedule.min_lr}}},
+            {"rng", {{"data", stream->state()}, {"dropout", to_json(dropout_rng->state())}}},
+            {"best", {{"accuracy", best_accuracy}, {"loss", best_loss}, {"step", best_step}}},
+            {"elapsed_seconds", elapsed},
+            {"truncated", truncated},
+            {"window", {{"loss", window_loss}, {"steps", window_steps}}}};
+  }
+};
+
+/// Builds data, vocabulary and labels for the options (fills in vocab_size, num_classes, context_length).
+void setup_data(Run& run, const Vocab* fixed_vocab) {
+  TrainOptions& o = run.options;
+  const bool cls = o.model.pool == nn::Pooling::cls;
+  int64_t longest = 0;
+  if (o.data.empty()) {
+    validate_task(o.task);
+    TaskStream probe(o.task, o.seed);
+    run.labels = probe.labels();
+    run.vocab = fixed_vocab ? *fixed_vocab : Vocab::build(probe.all_words());
+    run.valid = validation_set(o.task, o.seed);
+    if (o.train_size > 0) {
+      run.stream = std::make_unique<TrainingStream>(TaskStream(o.task, o.seed).take(o.train_size), o.shuffle, o.seed);
+    } else {
+      if (o.epochs > 0) throw ValueError("--epochs needs a fixed training set: give --data or --train-size");
+      run.stream = std::make_unique<TrainingStream>(o.task, o.seed);
+    }
+    longest = o.task.max_len;
+  } else {
+    std::vector<Example> train = read_tsv(o.data).examples;
+    if (o.valid.empty()) {
+      Split parts = split(train, o.valid_fraction, o.seed);
+      train = std::move(parts.train);
+      run.valid = std::move(parts.valid);
+    } else {
+      run.valid = read_tsv(o.valid).examples;
+    }
+    if (train.empty()) throw ValueError(cat(o.data, ": no training examples left after the validation split"));
+    run.labels = sorted_labels(train);
+    for (const Example& e : run.valid)
+      if (!std::binary_search(run.labels.begin(), run.labels.end(), e.label))
+        throw ValueError(cat(o.valid.empty() ? o.data : o.valid, ": validation label '", e.label,
+                             "' does not occur in the training data"));
+    std::vector<std::string> texts;
+    for (const Example& e : train) texts.push_back(e.text);
+    run.vocab = fixed_vocab ? *fixed_vocab : Vocab::build(texts);
+    longest = longest_sequence(train);
+    run.stream = std::make_unique<TrainingStream>(std::move(train), o.shuffle, o.seed);
+  }
+  if (o.context_length <= 0) o.context_length = longest + (cls ? 1 : 0);
+  o.model.vocab_size = run.vocab.size();
+  o.model.num_classes = static_cast<int64_t>(run.labels.size());
+  o.model.context_length = o.context_length;
+  o.model.pad_id = Vocab::kPad;
+  if (run.valid.empty()) throw ValueError("no validation examples: give --valid or a larger --valid-fraction");
+}
+
+void setup_training(Run& run) {
+  TrainOptions& o = run.options;
+  if (o.batch_size <= 0) throw ValueError(cat("--batch-size must be positive, got ", o.batch_size));
+  if (o.eval_every <= 0) throw ValueError(cat("--eval-every must be positive, got ", o.eval_every));
+  if (o.steps > 0 && o.epochs > 0) throw ValueError("give --steps or --epochs, not both");
+  if (o.target_acc < 0 || o.target_acc > 1)
+    throw ValueError(cat("--target-acc is a fraction in [0, 1], got ", o.target_acc));
+  if (o.clip_grad < 0) throw ValueError(cat("--clip-grad must be >= 0, got ", o.clip_grad));
+  if (o.epochs > 0) {
+    const int64_t per_epoch = (run.stream->size() + o.batch_size - 1) / o.batch_size;
+    run.total_steps = o.epochs * per_epoch;
+  } else {
+    run.total_steps = o.steps > 0 ? o.steps : kDefaultSteps;
+  }
+  run.optimizer = make_optimizer(o, run.model->named_parameters());
+  run.schedule = {optim::parse_schedule(o.schedule), o.lr, o.warmup, std::max(run.total_steps, o.warmup + 1), 0};
+  run.schedule.lr_at(0);  // validates the schedule before any work
+}
+
+void publish(Run& run, bool is_best, double elapsed) {
+  CheckpointContents contents{run.model.get(), &run.vocab, &run.labels, run.optimizer.get(), run.trainer_state(elapsed)};
+  publish_checkpoint(run.options.out, run.step, contents, is_best);
+}
+
+TrainSummary loop(Run& run, std::ostream& log) {
+  const TrainOptions& o = run.options;
+  const bool cls = o.model.pool == nn::Pooling::cls;
+  const bool live = ::isatty(STDERR_FILENO);
+  fs::create_directories(o.out);
+  if (o.threads > 0) set_num_threads(o.threads);
+  const auto started = std::chrono::steady_clock::now();
+  auto seconds_now = [&] {
+    return run.elapsed_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
+  const auto params = run.model->named_parameters();
+  TrainSummary summary;
+  summary.parameters = run.model->parameter_count();
+  const int64_t first_step = run.step;
+  double last_accuracy = run.metrics.empty() ? 0 : run.metrics.back().valid_accuracy;
+  double last_loss = run.metrics.empty() ? 0 : run.metrics.back().valid_loss;
+  int64_t last_row_step = run.step;
+  double last_row_time = seconds_now();
+
+  run.model->train();
+  while (run.step < run.total_steps) {
+    const Batch batch = make_batch(run.stream->next_batch(o.batch_size), run.vocab, run.labels, o.context_length, cls);
+    run.truncated += batch.truncated;
+    const Tensor logits = run.model->forward(batch.ids, batch.key_padding_mask);
+    const Tensor loss = cross_entropy(logits, batch.targets);
+    run.optimizer->zero_grad();
+    backward(loss);
+    const double loss_value = loss.item();
+    if (!std::isfinite(loss_value))
+      throw ValueError(cat("training diverged at step ", run.step + 1, " (loss ", loss_value, "); lower --lr or set --clip-grad"));
+    if (o.clip_grad > 0) optim::clip_grad_norm(params, o.clip_grad);
+    run.optimizer->set_lr(run.schedule.lr_at(run.step));
+    run.optimizer->step();
+    ++run.step;
+    run.window_loss += loss_value;
+    ++run.window_steps;
+
+    const double elapsed = seconds_now();
+    const double rate = (run.step - first_step) / std::max(elapsed - run.elapsed_before, 1e-9);
+    if (live) {
+      log << "\rstep " << run.step << "/" << run.total_steps << "  loss " << loss_value << "  val acc "
+          << (run.metrics.empty() ? std::string("-") : std::to_string(last_accuracy * 100).substr(0, 5) + "%") << "  "
+          << static_cast<int64_t>(rate) << " steps/s  ETA " << format_duration((run.total_steps - run.step) / rate)
+          << "   " << std::flush;
+    }
+    const bool last = run.step == run.total_steps;
+    if (run.step % o.eval_every != 0 && !last) continue;
+
+    const Evaluation eval = evaluate(*run.model, run.valid, run.vocab, run.labels);
+    last_accuracy = eval.accuracy;
+    last_loss = eval.loss;
+    const double now = seconds_now();
+    MetricsRow row{run.step,          run.stream->epoch(), run.optimizer->lr(), run.window_loss / run.window_steps,
+                   eval.loss,         eval.accuracy,       (run.step - last_row_step) / std::max(now - last_row_time, 1e-9),
+                   now};
+    run.metrics.push_back(row);
+    last_row_step = run.step;
+    last_row_time = now;
+    run.window_loss = 0;
+    run.window_steps = 0;
+    if (live) log << "\r\033[K";
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "step %lld/%lld  epoch %lld  lr %.2e  loss %.4f  val loss %.4f  val acc %.2f%%  %.1f steps/s  %s\n",
+                  static_cast<long long>(run.step), static_cast<long long>(run.total_steps),
+                  static_cast<long long>(row.epoch), row.lr, row.train_loss, row.valid_loss, 100 * row.valid_accuracy,
+                  row.steps_per_second, format_duration(now).c_str());
+    log << line << std::flush;
+
+    const bool is_best = eval.accuracy > run.best_accuracy;
+    if (is_best) {
+      run.best_accuracy = eval.accuracy;
+      run.best_loss = eval.loss;
+      run.best_step = run.step;
+    }
+    const bool reached = o.target_acc > 0 && eval.accuracy >= o.target_acc;
+    if (reached) run.total_steps = run.step;  // early stop: this checkpoint is the last
+    publish(run, is_best, now);
+    write_metrics_csv(o.out + "/metrics.csv", run.metrics);
+    write_curves_svg(o.out + "/curves.svg", run.metrics, "tapegrad: " + (o.data.empty() ? o.task.name : o.data));
+    if (reached) {
+      summary.reached_target = true;
+      break;
+    }
+  }
+  summary.steps = run.step;
+  summary.seconds = seconds_now();
+  summary.steps_per_second = (run.step - first_step) / std::max(summary.seconds - run.elapsed_before, 1e-9);
+  summary.final_accuracy = last_accuracy;
+  summary.final_loss = last_loss;
+  summary.best_accuracy = std::max(run.best_accuracy, 0.0);
+  summary.best_loss = run.best_loss;
+  summary.best_step = run.best_step;
+  summary.truncated = run.truncated;
+  summary.out = o.out;
+  return summary;
+}
+
+}  // namespace
+
+json to_json(const TrainOptions& o) {
+  return {{"task", {{"name", o.task.name}, {"symbols", o.task.symbols}, {"min_len", o.task.min_len}, {"max_len", o.task.max_len}}},
+          {"data", o.data},
+          {"valid", o.valid},
+          {"valid_fraction", o.valid_fraction},
+          {"train_size", o.train_size},
+          {"model", model_config_json(o.model)},
+          {"context_length", o.context_length},
+          {"optimizer", o.optimizer},
+          {"lr", o.lr},
+          {"weight_decay", o.weight_decay},
+          {"momentum", o.momentum},
+          {"warmup", o.warmup},
+          {"schedule", o.schedule},
+          {"clip_grad", o.clip_grad},
+          {"batch_size", o.batch_size},
+          {"steps", o.steps},
+          {"epochs", o.epochs},
+          {"seed", o.seed},
+          {"threads", o.threads},
+          {"eval_every", o.eval_every},
+          {"target_acc", o.target_acc},
+          {"out", o.out},
+          {"init", o.init},
+          {"shuffle", o.shuffle}};
+}
+
+TrainOptions train_options_from_json(const json& j, const std::string& path) {
+  try {
+    TrainOptions o;
+    const json& t = j.at("task");
+    o.task = {t.at("name").get<std::string>(), t.at("symbols").get<int64_t>(), t.at("min_len").get<int64_t>(),
+              t.at("max_len").get<int64_t>()};
+    o.data = j.at("data").get<std::string>();
+    o.valid = j.at("valid").get<std::string>();
+    o.valid_fraction = j.at("valid_fraction").get<double>();
+    o.train_size = j.at("train_size").get<int64_t>();
+    const json& m = j.at("model");
+    o.model.vocab_size = m.at("vocab_size").get<int64_t>();
+    o.model.d_model = m.at("d_model").get<int64_t>();
+    o.model.n_heads = m.at("n_heads").get<int64_t>();
+    o.model.d_ff = m.at("d_ff").get<int64_t>();
+    o.model.n_layers = m.at("n_layers").get<int64_t>();
+    o.model.context_length = m.at("context_length").get<int64_t>();
+    o.model.num_classes = m.at("num_classes").get<int64_t>();
+    o.model.norm_first = m.at("norm_first").get<bool>();
+    o.model.activation = nn::parse_activation(m.at("activation").get<std::string>());
+    o.model.pool = nn::parse_pooling(m.at("pool").get<std::string>());
+    o.model.positional = nn::parse_positional(m.at("positional").get<std::string>());
+    o.model.layer_norm_eps = m.at("layer_norm_eps").get<double>();
+    o.model.final_norm = m.at("final_norm").get<bool>();
+    o.model.dropout = m.at("dropout").get<double>();
+    o.model.pad_id = m.at("pad_id").get<int64_t>();
+    o.context_length = j.at("context_length").get<int64_t>();
+    o.optimizer = j.at("optimizer").get<std::string>();
+    o.lr = j.at("lr").get<double>();
+    o.weight_decay = j.at("weight_decay").get<double>();
+    o.momentum = j.at("momentum").get<double>();
+    o.warmup = j.at("warmup").get<int64_t>();
+    o.schedule = j.at("schedule").get<std::string>();
+    o.clip_grad = j.at("clip_grad").get<double>();
+    o.batch_size = j.at("batch_size").get<int64_t>();
+    o.steps = j.at("steps").get<int64_t>();
+    o.epochs = j.at("epochs").get<int64_t>();
+    o.seed = j.at("seed").get<uint64_t>();
+    o.threads = j.at("threads").get<int>();
+    o.eval_every = j.at("eval_every").get<int64_t>();
+    o.target_acc = j.at("target_acc").get<double>();
+    o.out = j.at("out").get<std::string>();
+    o.init = j.at("init").get<std::string>();
+    o.shuffle = j.at("shuffle").get<bool>();
+    return o;
+  } catch (const json::exception& e) {
+    throw IOError(cat(path, ": malformed training options (", e.what(), ")"));
+  } catch (const ValueError& e) {
+    throw IOError(cat(path, ": ", e.what()));
+  }
+}
+
+json to_json(const TrainSummary& s) {
+  return {{"steps", s.steps},
+          {"seconds", s.seconds},
+          {"train_steps_per_second", s.steps_per_second},
+          {"final_valid_accuracy", s.final_accuracy},
+          {"final_valid_loss", s.final_loss},
+          {"best_valid_accuracy", s.best_accuracy},
+          {"best_valid_loss", s.best_loss},
+          {"best_step", s.best_step},
+          {"reached_target", s.reached_target},
+          {"parameters", s.parameters},
+          {"truncated", s.truncated},
+          {"out", s.out}};
+}
+
+TrainSummary train(const TrainOptions& options, std::ostream& log) {
+  Run run;
+  run.options = options;
+  std::optional<LoadedModel> init;
+  if (!options.init.empty()) {
+    init = load_model(options.init);
+    run.options.model = init->options;
+    run.options.context_length = init->options.context_length;
+  }
+  setup_data(run, init ? &init->vocab : nullptr);
+  if (init && init->labels != run.labels)
+    throw ValueError(cat("--init ", options.init, ": its labels differ from the data's (", init->labels.size(), " vs ",
+                         run.labels.size(), "); fine-tuning needs the same label set"));
+  Generator init_gen(run.options.seed);
+  run.dropout_rng = std::make_shared<Generator>(run.options.seed ^ kDropoutStream);
+  run.model = std::make_unique<nn::SequenceClassifier>(run.options.model, init_gen, run.dropout_rng);
+  if (init) run.model->load_state_dict(init->model->state_dict());
+  setup_training(run);
+  fs::create_directories(run.options.out);
+  std::error_code ignored;
+  fs::remove(run.options.out + "/metrics.csv", ignored);
+  log << "training " << run.model->parameter_count() << " parameters on "
+      << (run.options.data.empty() ? "task " + run.options.task.name : run.options.data) << " for "
+      << run.total_steps << " steps (batch " << run.options.batch_size << ", context " << run.options.context_length
+      << ", " << run.vocab.size() << " tokens, " << run.labels.size() << " classes) into " << run.options.out << "\n";
+  return loop(run, log);
+}
+
+TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log) {
+  const std::string state_path = dir + "/trainer.json";
+  json state;
+  {
+    std::ifstream in(state_path);
+    if (!in) throw IOError(cat(state_path, ": cannot read (is ", dir, " a tapegrad run directory?)"));
+    try {
+      state = json::parse(in);
+    } catch (const json::exception& e) {
+      throw IOError(cat(state_path, ": not valid JSON (", e.what(), ")"));
+    }
+  }
+  Run run;
+  try {
+    run.options = train_options_from_json(state.at("options"), state_path);
+    run.options.out = dir;
+    const LoadedModel saved = load_model(dir);
+    setup_data(run, &saved.vocab);
+    run.dropout_rng = std::make_shared<Generator>(0);
+    Generator unused(0);
+    run.model = std::make_unique<nn::SequenceClassifier>(run.options.model, unused, run.dropout_rng);
+    run.model->load_state_dict(saved.model->state_dict());
+    setup_training(run);
+    run.optimizer->load_state(load_safetensors(dir + "/optimizer.safetensors").tensors);
+    run.step = state.at("step").get<int64_t>();
+    run.total_steps = steps > 0 ? steps : state.at("total_steps").get<int64_t>();
+    const json& s = state.at("schedule");
+    run.schedule = {optim::parse_schedule(s.at("kind").get<std::string>()), s.at("base_lr").get<double>(),
+                    s.at("warmup_steps").get<int64_t>(), s.at("total_steps").get<int64_t>(), s.at("min_lr").get<double>()};
+    run.stream->set_state(state.at("rng").at("data"));
+    run.dropout_rng->set_state(generator_state(state.at("rng").at("dropout")));
+    run.best_accuracy = state.at("best").at("accuracy").get<double>();
+    run.best_loss = state.at("best").at("loss").get<double>();
+    run.best_step = state.at("best").at("step").get<int64_t>();
+    run.elapsed_before = state.at("elapsed_seconds").get<double>();
+    run.truncated = state.at("truncated").get<int64_t>();
+    run.window_loss = state.at("window").at("loss").get<double>();
+    run.window_steps = state.at("window").at("steps").get<int64_t>();
+  } catch (const json::exception& e) {
+    throw IOError(cat(state_path, ": malformed trainer state (", e.what(), ")"));
+  }
+  if (fs::exists(dir + "/metrics.csv")) {
+    for (const MetricsRow& row : read_metrics_csv(dir + "/metrics.csv"))
+      if (row.step <= run.step) run.metrics.push_back(row);
+  }
+  log << "resuming " << dir << " at step " << run.step << " of " << run.total_steps << "\n";
+  return loop(run, log);
+}
+
+}  // namespace tapegrad

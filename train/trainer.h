@@ -1,0 +1,73 @@
+#pragma once
+// The training loop behind `tapegrad train`: data, model, optimizer, schedule, periodic validation,
+// metrics.csv + curves.svg, checkpoints (latest and best), early stop and exact resume.
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/classifier.h"
+#include "train/tasks.h"
+
+namespace tapegrad {
+
+/// Everything `tapegrad train` takes. Zero means "derive it" where noted.
+struct TrainOptions {
+  // data: a built-in task, or a TSV file of label<TAB>text
+  TaskOptions task{"majority"};
+  std::string data;               // training TSV (replaces the task)
+  std::string valid;              // validation TSV; empty: a seeded split of data
+  double valid_fraction = 0.1;    // of data, when valid is empty
+  int64_t train_size = 0;         // task only: a fixed training set of this many examples; 0: fresh each batch
+  // model (vocab_size, num_classes and context_length are filled in from the data)
+  nn::ClassifierOptions model;
+  int64_t context_length = 0;     // 0: the longest sequence the task or the training file can produce
+  // optimisation
+  std::string optimizer = "adamw";  // sgd | adam | adamw
+  double lr = 3e-3;
+  double weight_decay = 0.01;
+  double momentum = 0.9;          // sgd only
+  int64_t warmup = 0;             // linear warm-up steps
+  std::string schedule = "constant";  // constant | cosine | linear (decay after warm-up)
+  double clip_grad = 0;           // global-norm clipping; 0: off
+  int64_t batch_size = 32;
+  int64_t steps = 0;              // total optimizer steps; 0: from epochs, or 2000
+  int64_t epochs = 0;             // passes over a fixed training set (data or train_size)
+  uint64_t seed = 0;
+  int threads = 0;                // OpenBLAS threads; 0: all cores
+  // evaluation and output
+  int64_t eval_every = 100;
+  double target_acc = 0;          // stop once validation accuracy reaches it (a fraction); 0: never
+  std::string out = "runs/latest";
+  std::string init;               // start from a checkpoint's weights and vocabulary, fresh optimizer
+  bool shuffle = true;
+};
+
+nlohmann::json to_json(const TrainOptions& options);
+TrainOptions train_options_from_json(const nlohmann::json& json, const std::string& path);
+
+/// What a finished run reports (`train --json`).
+struct TrainSummary {
+  int64_t steps = 0;
+  double seconds = 0;
+  double steps_per_second = 0;
+  double final_accuracy = 0, final_loss = 0;
+  double best_accuracy = 0, best_loss = 0;
+  int64_t best_step = 0;
+  int64_t parameters = 0;
+  int64_t truncated = 0;  // training sequences cut to the context length
+  bool reached_target = false;
+  std::string out;
+};
+nlohmann::json to_json(const TrainSummary& summary);
+
+/// Trains from scratch (or from options.init) into options.out; progress goes to log.
+TrainSummary train(const TrainOptions& options, std::ostream& log);
+
+/// Continues the run in `dir` exactly where its latest checkpoint stopped, until `steps` total steps
+/// (0: the saved total). Every RNG, the optimizer state, the schedule and metrics.csv continue, so the
+/// result is bit-identical to a run that was never interrupted.
+TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log);
+
+}  // namespace tapegrad
