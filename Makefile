@@ -24,8 +24,9 @@ $(BUILD)/CMakeCache.txt: | deps
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# The main job: train the default model on the majority task until 99% validation accuracy.
 demo: build
-	./$(BUILD)/examples/attention_basics
+	./$(BUILD)/tapegrad train --task majority --target-acc 0.99 --steps 3000 --out runs/demo
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -26,7 +26,16 @@ struct TrainFlags {
   bool no_shuffle = false, json = false;
 };
 
-void add_train(CLI::App& app, TrainFlags& f) {
+/// A text worth trying with `predict` after training on these options.
+std::string example_text(const TrainOptions& o) {
+  if (!o.data.empty()) {
+    const auto examples = read_tsv(o.data).examples;
+    if (!examples.empty()) return examples.front().text;
+  }
+  return o.task.name == "order" ? "t1 A t4 t2 B t0" : "t3 t1 t3 t0 t5 t3";
+}
+
+void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   TrainOptions& o = f.options;
   auto* cmd = app.add_subcommand("train", "Train a transformer encoder classifier on a built-in task or a TSV file");
   cmd->add_option("--task", f.task, "Built-in task: majority | order")->capture_default_str();
@@ -67,7 +76,7 @@ void add_train(CLI::App& app, TrainFlags& f) {
   cmd->add_option("--resume", f.resume, "Continue this run directory exactly where it stopped (--steps sets a new total)");
   cmd->add_flag("--no-shuffle", f.no_shuffle, "Visit a fixed training set in file order");
   cmd->add_flag("--json", f.json, "Print one JSON line with the results on stdout at the end");
-  cmd->callback([&f] {
+  cmd->callback([&f, program] {
     TrainOptions& o = f.options;
     TrainSummary summary;
     if (!f.resume.empty()) {
@@ -88,7 +97,12 @@ void add_train(CLI::App& app, TrainFlags& f) {
       std::fprintf(stderr, "%lld training sequences were cut to the context length\n", static_cast<long long>(summary.truncated));
     std::fprintf(stderr, "checkpoint: %s (best: %s/best)  metrics: %s/metrics.csv  curves: %s/curves.svg\n",
                  summary.out.c_str(), summary.out.c_str(), summary.out.c_str(), summary.out.c_str());
-    if (f.json) std::cout << to_json(summary).dump() << std::endl;
+    if (f.json) {
+      std::cout << to_json(summary).dump() << std::endl;
+    } else if (f.resume.empty()) {
+      std::fprintf(stderr, "try: %s predict --checkpoint %s --text \"%s\"\n", program.c_str(), summary.out.c_str(),
+                   example_text(o).c_str());
+    }
   });
 }
 
@@ -259,7 +273,7 @@ int main(int argc, char** argv) {
   PredictFlags predict_flags;
   bool gradcheck_json = false;
   std::string gradcheck_filter;
-  add_train(app, train_flags);
+  add_train(app, train_flags, argv[0]);
   add_eval(app, eval_flags);
   add_predict(app, predict_flags);
   add_gradcheck(app, gradcheck_json, gradcheck_filter);
