@@ -8,31 +8,17 @@
 #include <fstream>
 
 #include "autograd/error.h"
+#include "support/temp_dir.h"
 #include "autograd/ops/views.h"
 #include "autograd/random.h"
 #include "train/safetensors.h"
 
 using namespace tapegrad;
+using testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh directory under the system temp directory, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("tapegrad_test_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 using Bytes = std::string;
 
@@ -86,7 +72,7 @@ const Bytes kEightBytes(8, '\0');
 }  // namespace
 
 TEST_CASE("train: safetensors round trip of every dtype, a 0-d and an empty tensor") {
-  TempDir dir;
+  TempDir dir("tapegrad_test_safetensors");
   Generator gen(3);
   const Tensor f32 = randn({2, 3}, gen);
   const Tensor f64 = randn({4}, gen, DType::float64);
@@ -133,7 +119,7 @@ TEST_CASE("train: safetensors round trip of every dtype, a 0-d and an empty tens
 }
 
 TEST_CASE("train: save_safetensors rejects bad names and unwritable paths") {
-  TempDir dir;
+  TempDir dir("tapegrad_test_safetensors");
   const Tensor t = ones({2});
   CHECK_THROWS_AS(save_safetensors(dir / "a.safetensors", {{"w", t}, {"w", t}}), ValueError);
   CHECK_THROWS_AS(save_safetensors(dir / "a.safetensors", {{"__metadata__", t}}), ValueError);
@@ -152,7 +138,7 @@ TEST_CASE("train: save_safetensors rejects bad names and unwritable paths") {
 }
 
 TEST_CASE("train: a safetensors file built byte by byte from the format is read correctly") {
-  TempDir dir;
+  TempDir dir("tapegrad_test_safetensors");
   // Buffer layout (offsets relative to the buffer): b I64 [2] at [0, 16), a F32 [3] at [16, 28),
   // c F64 [] at [28, 36), m BOOL [1, 3] at [36, 39), e F32 [0] at [39, 39). The header lists them out of
   // buffer order, has metadata in the middle, and ends in padding spaces.
@@ -206,7 +192,7 @@ TEST_CASE("train: a safetensors file built byte by byte from the format is read 
 }
 
 TEST_CASE("train: corrupted safetensors files are IOErrors naming the file and tensor") {
-  TempDir dir;
+  TempDir dir("tapegrad_test_safetensors");
   struct Case {
     std::string name;
     Bytes bytes;
@@ -290,7 +276,7 @@ TEST_CASE("train: corrupted safetensors files are IOErrors naming the file and t
 }
 
 TEST_CASE("train: a safetensors header longer than 100 MB is refused before it is read") {
-  TempDir dir;
+  TempDir dir("tapegrad_test_safetensors");
   const std::string path = dir / "big.safetensors";
   write_file(path, u64_le(kMaxSafetensorsHeader + 8) + "{}");
   fs::resize_file(path, kMaxSafetensorsHeader + 64);  // sparse: no 100 MB is written
@@ -298,7 +284,7 @@ TEST_CASE("train: a safetensors header longer than 100 MB is refused before it i
 }
 
 TEST_CASE("train: every truncation and random header damage of a safetensors file is an IOError") {
-  TempDir dir;
+  TempDir dir("tapegrad_test_safetensors");
   const std::string good = dir / "good.safetensors";
   save_safetensors(good, {{"w", ones({2, 3})}, {"ids", ids({1, 2}, {2})}, {"m", mask({1, 0}, {2})}}, {{"k", "v"}});
   const Bytes bytes = read_file(good);

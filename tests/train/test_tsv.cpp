@@ -8,33 +8,15 @@
 #include <set>
 
 #include "autograd/error.h"
+#include "support/temp_dir.h"
 #include "train/tsv.h"
 
 using namespace tapegrad;
+using testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh directory under the system temp directory, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("tapegrad_test_tsv_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name, const std::string& contents) const {
-    const std::string p = (path / name).string();
-    std::ofstream(p, std::ios::binary) << contents;
-    return p;
-  }
-};
 
 std::string error_of(const std::string& path) {
   try {
@@ -48,7 +30,7 @@ std::string error_of(const std::string& path) {
 }  // namespace
 
 TEST_CASE("train: read_tsv reads labels and texts, skipping blank lines") {
-  TempDir dir;
+  TempDir dir("tapegrad_test_tsv");
   const std::string path = dir.file("good.tsv",
                                     "\xef\xbb\xbfpos\tgreat film\r\n"
                                     "\n"
@@ -66,7 +48,7 @@ TEST_CASE("train: read_tsv reads labels and texts, skipping blank lines") {
 }
 
 TEST_CASE("train: every malformed TSV line is an IOError with file:line") {
-  TempDir dir;
+  TempDir dir("tapegrad_test_tsv");
   const std::string ok = "a\tfine text\n";
   struct Case {
     std::string name, contents, line, what;

@@ -6,33 +6,15 @@
 #include <fstream>
 
 #include "autograd/error.h"
+#include "support/temp_dir.h"
 #include "train/vocab.h"
 
 using namespace tapegrad;
+using testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
 
-/// A fresh directory under the system temp directory, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("tapegrad_test_vocab_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name, const std::string& contents) const {
-    const std::string p = (path / name).string();
-    std::ofstream(p, std::ios::binary) << contents;
-    return p;
-  }
-};
 
 std::string error_of(const std::string& path) {
   try {
@@ -82,7 +64,7 @@ TEST_CASE("train: Vocab encodes unknown words as <unk> and decodes ids back to t
 }
 
 TEST_CASE("train: Vocab save and load round trip") {
-  TempDir dir;
+  TempDir dir("tapegrad_test_vocab");
   const Vocab vocab = Vocab::build({"나는 최근 파리", "zebra ünïcödé 42"});
   const std::string path = (dir.path / "vocab.txt").string();
   vocab.save(path);
@@ -99,7 +81,7 @@ TEST_CASE("train: Vocab save and load round trip") {
 }
 
 TEST_CASE("train: malformed vocab.txt is an IOError naming the file and line") {
-  TempDir dir;
+  TempDir dir("tapegrad_test_vocab");
   const std::string head = "<pad>\n<unk>\n<cls>\n";
   const std::string empty_line = dir.file("empty_line.txt", head + "a\n\nb\n");
   CHECK_THAT(error_of(empty_line), Catch::Contains(empty_line + ":5:") && Catch::Contains("empty line"));
