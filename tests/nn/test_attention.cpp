@@ -7,60 +7,18 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "support/nn_fixtures.h"
 #include "nn/attention.h"
 
 using namespace tapegrad;
 using namespace tapegrad::nn;
+using namespace tapegrad::testing;
 
 namespace {
 
-/// Converts m to float64 and sets element j of its p-th named parameter to 0.5 sin(0.7 j + 1.3 p + 0.1),
-/// the fill of the PyTorch oracle script below.
-void fill_deterministic(Module& m) {
-  m.to(DType::float64);
-  NoGradGuard no_grad;
-  int p = 0;
-  for (auto& [name, t] : m.named_parameters()) {
-    std::vector<double> values(t.numel());
-    for (size_t j = 0; j < values.size(); ++j) values[j] = 0.5 * std::sin(0.7 * j + 1.3 * p + 0.1);
-    t.copy_(tensor(values, t.shape(), DType::float64));
-    ++p;
-  }
-}
 
-/// float64 input whose element j is sin(0.37 j + phase), as the oracle script's inputs().
-Tensor sine_input(const Shape& shape, double phase = 0.5) {
-  std::vector<double> values(shape.numel());
-  for (size_t j = 0; j < values.size(); ++j) values[j] = std::sin(0.37 * j + phase);
-  return tensor(values, shape, DType::float64);
-}
 
-/// Runs every registered gradcheck case whose name starts with one of the prefixes; returns how many ran.
-int run_gradchecks(const std::vector<std::string>& prefixes) {
-  int ran = 0;
-  for (const GradcheckCase& c : gradcheck_cases()) {
-    bool match = false;
-    for (const auto& prefix : prefixes) match = match || c.name.rfind(prefix, 0) == 0;
-    if (!match) continue;
-    ++ran;
-    const GradcheckResult f64 = c.run(GradcheckOptions::float64());
-    INFO(c.name << " (float64)\n" << f64.str());
-    CHECK(f64.passed);  // its own criterion |a - n| <= atol + rtol·|n| (a relative bound fails at tiny gradients)
-    const GradcheckResult f32 = c.run(GradcheckOptions::float32());
-    INFO(c.name << " (float32)\n" << f32.str());
-    CHECK(f32.passed);
-  }
-  return ran;
-}
 
-/// x with positions [from, to) of batch row b replaced by fresh normal values.   x: (B, T, C) -> same
-Tensor replace_positions(const Tensor& x, int64_t b, int64_t from, int64_t to, Generator& gen) {
-  std::vector<double> values = x.to_vector();
-  const int64_t T = x.size(1), C = x.size(2);
-  for (int64_t t = from; t < to; ++t)
-    for (int64_t c = 0; c < C; ++c) values[(b * T + t) * C + c] = gen.normal();
-  return tensor(values, x.shape(), x.dtype());
-}
 
 MultiHeadAttention make_mha(int64_t d_model, int64_t n_heads, uint64_t seed = 1, bool bias = true) {
   Generator gen(seed);

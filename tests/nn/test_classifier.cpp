@@ -8,26 +8,15 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "support/nn_fixtures.h"
 #include "nn/classifier.h"
 
 using namespace tapegrad;
 using namespace tapegrad::nn;
+using namespace tapegrad::testing;
 
 namespace {
 
-/// Converts m to float64 and sets element j of its p-th named parameter to 0.5 sin(0.7 j + 1.3 p + 0.1),
-/// the fill of the PyTorch oracle script (see test_attention.cpp).
-void fill_deterministic(Module& m) {
-  m.to(DType::float64);
-  NoGradGuard no_grad;
-  int p = 0;
-  for (auto& [name, t] : m.named_parameters()) {
-    std::vector<double> values(t.numel());
-    for (size_t j = 0; j < values.size(); ++j) values[j] = 0.5 * std::sin(0.7 * j + 1.3 * p + 0.1);
-    t.copy_(tensor(values, t.shape(), DType::float64));
-    ++p;
-  }
-}
 
 /// The configuration of the state-names test: vocab 10, d_model 8, 2 heads, d_ff 16, 2 layers, 3 classes,
 /// context 12, learned positions, final norm.

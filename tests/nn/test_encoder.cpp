@@ -8,42 +8,17 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "support/nn_fixtures.h"
 #include "nn/encoder.h"
 
 using namespace tapegrad;
 using namespace tapegrad::nn;
+using namespace tapegrad::testing;
 
 namespace {
 
-/// Converts m to float64 and sets element j of its p-th named parameter to 0.5 sin(0.7 j + 1.3 p + 0.1),
-/// the fill of the PyTorch oracle script (see test_attention.cpp).
-void fill_deterministic(Module& m) {
-  m.to(DType::float64);
-  NoGradGuard no_grad;
-  int p = 0;
-  for (auto& [name, t] : m.named_parameters()) {
-    std::vector<double> values(t.numel());
-    for (size_t j = 0; j < values.size(); ++j) values[j] = 0.5 * std::sin(0.7 * j + 1.3 * p + 0.1);
-    t.copy_(tensor(values, t.shape(), DType::float64));
-    ++p;
-  }
-}
 
-/// float64 input whose element j is sin(0.37 j + 0.5), as the oracle script's inputs().
-Tensor sine_input(const Shape& shape) {
-  std::vector<double> values(shape.numel());
-  for (size_t j = 0; j < values.size(); ++j) values[j] = std::sin(0.37 * j + 0.5);
-  return tensor(values, shape, DType::float64);
-}
 
-/// x with positions [from, to) of batch row b replaced by fresh normal values.   x: (B, T, C) -> same
-Tensor replace_positions(const Tensor& x, int64_t b, int64_t from, int64_t to, Generator& gen) {
-  std::vector<double> values = x.to_vector();
-  const int64_t T = x.size(1), C = x.size(2);
-  for (int64_t t = from; t < to; ++t)
-    for (int64_t c = 0; c < C; ++c) values[(b * T + t) * C + c] = gen.normal();
-  return tensor(values, x.shape(), x.dtype());
-}
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> names_and_shapes(const Module& m) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> out;
