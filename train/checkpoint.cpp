@@ -104,12 +104,14 @@ nn::ClassifierOptions read_model_config(const std::string& path) {
   } catch (const ValueError& e) {
     throw IOError(cat(path, ": ", e.what()));
   }
-  const std::pair<const char*, int64_t> positive[] = {{"vocab_size", o.vocab_size}, {"d_model", o.d_model},
-                                                      {"n_heads", o.n_heads},       {"d_ff", o.d_ff},
-                                                      {"n_layers", o.n_layers},     {"context_length", o.context_length},
-                                                      {"num_classes", o.num_classes}};
+  const std::pair<const char*, int64_t> positive[] = {
+      {"vocab_size", o.vocab_size},         {"d_model", o.d_model},        {"n_heads", o.n_heads}, {"d_ff", o.d_ff},
+      {"context_length", o.context_length}, {"num_classes", o.num_classes}};
   for (auto [key, value] : positive)
     if (value <= 0 || value > (int64_t{1} << 24)) throw IOError(cat(path, ": '", key, "' = ", value, " is out of range"));
+  // No encoder layers is a valid model (embeddings, pooling, head), as in nn::TransformerEncoder and PyTorch.
+  if (o.n_layers < 0 || o.n_layers > (int64_t{1} << 24))
+    throw IOError(cat(path, ": 'n_layers' = ", o.n_layers, " is out of range"));
   return o;
 }
 
@@ -199,6 +201,7 @@ void publish_checkpoint(const std::string& out, int64_t step, const CheckpointCo
     name = buf;
   }
   write_checkpoint_folder((store / name).string(), contents);
+  fsync_path(store.string());  // the folder's own entry, before any link can point at it
   swap_symlink(root / "latest", fs::path(".checkpoints") / name);
   if (is_best) swap_symlink(root / "best", fs::path(".checkpoints") / name);
   fsync_path(root.string());

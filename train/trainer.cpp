@@ -151,6 +151,9 @@ struct Run {
 void setup_data(Run& run, const Vocab* fixed_vocab) {
   TrainOptions& o = run.options;
   const bool cls = o.model.pool == nn::Pooling::cls;
+  if (o.train_size < 0) throw ValueError(cat("--train-size must be >= 0, got ", o.train_size));
+  if (o.context_length < 0)
+    throw ValueError(cat("--context-length must be >= 0 (0: from the data), got ", o.context_length));
   int64_t longest = 0;
   if (o.data.empty()) {
     validate_task(o.task);
@@ -198,10 +201,13 @@ void setup_training(Run& run) {
   TrainOptions& o = run.options;
   if (o.batch_size <= 0) throw ValueError(cat("--batch-size must be positive, got ", o.batch_size));
   if (o.eval_every <= 0) throw ValueError(cat("--eval-every must be positive, got ", o.eval_every));
+  if (o.steps < 0) throw ValueError(cat("--steps must be >= 0, got ", o.steps));
+  if (o.epochs < 0) throw ValueError(cat("--epochs must be >= 0, got ", o.epochs));
+  if (o.threads < 0) throw ValueError(cat("--threads must be >= 0 (0: all cores), got ", o.threads));
   if (o.steps > 0 && o.epochs > 0) throw ValueError("give --steps or --epochs, not both");
-  if (o.target_acc < 0 || o.target_acc > 1)
+  if (!(o.target_acc >= 0 && o.target_acc <= 1))  // NaN too
     throw ValueError(cat("--target-acc is a fraction in [0, 1], got ", o.target_acc));
-  if (o.clip_grad < 0) throw ValueError(cat("--clip-grad must be >= 0, got ", o.clip_grad));
+  if (!(o.clip_grad >= 0)) throw ValueError(cat("--clip-grad must be >= 0, got ", o.clip_grad));
   if (o.epochs > 0) {
     const int64_t per_epoch = (run.stream->size() + o.batch_size - 1) / o.batch_size;
     run.total_steps = o.epochs * per_epoch;
@@ -295,9 +301,11 @@ TrainSummary loop(Run& run, std::ostream& log) {
     }
     const bool reached = o.target_acc > 0 && eval.accuracy >= o.target_acc;
     if (reached) run.total_steps = run.step;  // early stop: this checkpoint is the last
-    publish(run, is_best, now);
+    // metrics.csv first: a kill before the publish leaves a row that resume drops (it keeps the rows up
+    // to the checkpoint's step); the other order would lose this row for good.
     write_metrics_csv(o.out + "/metrics.csv", run.metrics);
     write_curves_svg(o.out + "/curves.svg", run.metrics, "tapegrad: " + (o.data.empty() ? o.task.name : o.data));
+    publish(run, is_best, now);
     if (reached) {
       summary.reached_target = true;
       break;
@@ -441,6 +449,7 @@ TrainSummary train(const TrainOptions& options, std::ostream& log) {
 }
 
 TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log) {
+  if (steps < 0) throw ValueError(cat("--steps must be >= 0 (0: the saved total), got ", steps));
   const std::string state_path = dir + "/trainer.json";
   json state;
   {
@@ -469,6 +478,9 @@ TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log) {
     const json& s = state.at("schedule");
     run.schedule = {optim::parse_schedule(s.at("kind").get<std::string>()), s.at("base_lr").get<double>(),
                     s.at("warmup_steps").get<int64_t>(), s.at("total_steps").get<int64_t>(), s.at("min_lr").get<double>()};
+    // A new total stretches the decay over it, as setup_training would have (else a cosine or linear
+    // schedule sits at min_lr for every added step).
+    if (steps > 0) run.schedule.total_steps = std::max(run.total_steps, run.schedule.warmup_steps + 1);
     run.stream->set_state(state.at("rng").at("data"));
     run.dropout_rng->set_state(generator_state(state.at("rng").at("dropout")));
     run.best_accuracy = state.at("best").at("accuracy").get<double>();

@@ -1,0 +1,435 @@
+// The tapegrad command line, run as a real process: every subcommand's --help, one-line errors with a
+// non-zero exit for bad flags, values and files, `train --json`, a TSV round trip through train,
+// predict and eval (unknown words, over-long lines, stdin), the attention SVG and `gradcheck --json`.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "autograd/error.h"
+#include "autograd/random.h"
+#include "support/temp_dir.h"
+#include "train/checkpoint.h"
+
+using namespace tapegrad;
+using testing::TempDir;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+/// A shell word that stays one argument whatever it contains.
+std::string quote(const std::string& word) {
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+struct Result {
+  int exit_code = -1;  // the exit status; -1 when a signal ended the process (or it could not start)
+  int signal = 0;      // the signal that ended it, if one did
+  std::string out, err;
+};
+
+/// Runs `tapegrad <args>` (args already shell-quoted where needed) with stdin from `input`, capturing
+/// stdout and stderr separately.
+Result run_cli(const TempDir& dir, const std::string& args, const std::string& input = "") {
+  const std::string in = dir.file("stdin.txt", input), out = dir / "stdout.txt", err = dir / "stderr.txt";
+  const std::string command = cat(quote(TAPEGRAD_CLI), " ", args, " <", quote(in), " >", quote(out), " 2>", quote(err));
+  const int status = std::system(command.c_str());
+  Result r;
+  r.out = read_file(out);
+  r.err = read_file(err);
+  if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) <= 128) {
+    r.exit_code = WEXITSTATUS(status);
+  } else if (status != -1 && WIFEXITED(status)) {
+    r.signal = WEXITSTATUS(status) - 128;  // a shell that did not exec the command reports 128 + signal
+  } else if (status != -1 && WIFSIGNALED(status)) {
+    r.signal = WTERMSIG(status);
+  }
+  return r;
+}
+
+/// The failure contract: exactly one line on stderr, "tapegrad..." (naming what is wrong), nothing on
+/// stdout, a non-zero exit that is not a signal, and no trace of an uncaught exception.
+void require_one_line_error(const Result& r, const std::string& mentions) {
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  CHECK(r.signal == 0);
+  CHECK(r.exit_code > 0);
+  CHECK(r.out.empty());
+  REQUIRE(!r.err.empty());
+  CHECK(r.err.back() == '\n');
+  CHECK(lines_of(r.err).size() == 1);
+  CHECK(r.err.rfind("tapegrad", 0) == 0);
+  CHECK_THAT(r.err, Catch::Contains(mentions));
+  CHECK_THAT(r.err, !Catch::Contains("terminate called"));
+  CHECK_THAT(r.err, !Catch::Contains("Aborted"));
+}
+
+/// A labelled TSV of two classes decided by one keyword ("good" -> pos, "bad" -> neg) among filler
+/// words; every tenth line is long (more than 12 words).
+std::string keyword_tsv(int64_t lines, uint64_t seed) {
+  const std::vector<std::string> filler = {"the",  "a",     "film",  "was",   "very", "quite",
+                                           "plot", "actor", "scene", "music", "and",  "it"};
+  Generator gen(seed);
+  std::string text;
+  for (int64_t i = 0; i < lines; ++i) {
+    const bool pos = i % 2 == 0;
+    const int64_t n = i % 10 == 9 ? 14 : 3 + static_cast<int64_t>(gen.below(4));
+    std::vector<std::string> words;
+    for (int64_t k = 0; k < n; ++k) words.push_back(filler[gen.below(filler.size())]);
+    // within the first words, so that a context of 8 always keeps it
+    words.insert(words.begin() + static_cast<int64_t>(gen.below(4)), pos ? "good" : "bad");
+    text += pos ? "pos\t" : "neg\t";
+    for (size_t k = 0; k < words.size(); ++k) text += (k ? " " : "") + words[k];
+    text += "\n";
+  }
+  return text;
+}
+
+/// Trains a small model on a keyword TSV with a context of 8; returns the run directory.
+std::string train_keyword_model(const TempDir& dir, Result* result = nullptr) {
+  const std::string data = dir.file("train.tsv", keyword_tsv(200, 1)), out = dir / "run";
+  const Result r = run_cli(dir, cat("train --data ", quote(data),
+                                    " --context-length 8 --steps 60 --eval-every 30 --out ", quote(out), " --json"));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  if (result) *result = r;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("train: cli every subcommand has --help listing its flags") {
+  TempDir dir("tapegrad_test_cli");
+  // clang-format off
+  const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
+      {"", {"train", "eval", "predict", "gradcheck", "--help"}},
+      {"train",
+       {"--task", "--data", "--valid", "--valid-fraction", "--train-size", "--symbols", "--min-len", "--max-len",
+        "--d-model", "--heads", "--ff", "--layers", "--context-length", "--activation", "--norm-first", "--final-norm",
+        "--pool", "--positional", "--dropout", "--optimizer", "--lr", "--weight-decay", "--momentum", "--warmup",
+        "--schedule", "--clip-grad", "--batch-size", "--steps", "--epochs", "--seed", "--threads", "--eval-every",
+        "--target-acc", "--out", "--init", "--resume", "--no-shuffle", "--json"}},
+      {"eval", {"--checkpoint", "--task", "--data", "--symbols", "--min-len", "--max-len", "--seed", "--json"}},
+      {"predict", {"--checkpoint", "--text", "--attention-svg", "--json"}},
+      {"gradcheck", {"--json", "--filter"}},
+  };
+  // clang-format on
+  for (const auto& [command, flags] : commands) {
+    for (const char* help : {"--help", "-h"}) {
+      const Result r = run_cli(dir, cat(command, " ", help));
+      INFO("tapegrad " << command << " " << help << "\nstdout: " << r.out << "\nstderr: " << r.err);
+      CHECK(r.exit_code == 0);
+      CHECK(r.err.empty());
+      CHECK_THAT(r.out, Catch::Contains("Usage:"));
+      for (const std::string& flag : flags) CHECK_THAT(r.out, Catch::Contains(flag));
+    }
+  }
+}
+
+TEST_CASE("train: cli bad flags and values get one line on stderr and a non-zero exit") {
+  TempDir dir("tapegrad_test_cli");
+  const std::string out = " --out " + quote(dir / "run");
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "subcommand"},
+      {"frobnicate", "subcommand"},  // CLI11 does not name the unknown word
+      {"train --bogus" + out, "--bogus"},
+      {"train --lr abc" + out, "--lr"},
+      {"train --steps 1.5" + out, "--steps"},
+      {"train --optimizer foo" + out, "foo"},
+      {"train --target-acc 5" + out, "--target-acc"},
+      {"train --target-acc nan" + out, "--target-acc"},
+      {"train --heads 3 --d-model 32" + out, "n_heads 3"},
+      {"train --task sorting" + out, "sorting"},
+      {"train --schedule wavy" + out, "wavy"},
+      {"train --activation tanh" + out, "tanh"},
+      {"train --pool max" + out, "max"},
+      {"train --dropout 1.5" + out, "1.5"},
+      {"train --batch-size 0" + out, "--batch-size"},
+      {"train --steps -5" + out, "--steps"},
+      {"train --epochs -1" + out, "--epochs"},
+      {"train --train-size -5" + out, "--train-size"},
+      {"train --context-length -3" + out, "--context-length"},
+      {"train --threads -1" + out, "--threads"},
+      {"train --clip-grad nan" + out, "--clip-grad"},
+      {"train --epochs 2" + out, "--epochs"},  // a fresh task stream has no epochs
+      {"train --symbols 1" + out, "symbols"},
+      {"eval --task majority", "--checkpoint"},
+      {"eval --checkpoint " + quote(dir / "run"), "--task or --data"},
+      {"predict --checkpoint " + quote(dir / "run") + " --text a --bogus", "--bogus"},
+      {"gradcheck --bogus", "--bogus"},
+  };
+  for (const auto& [args, mentions] : cases) {
+    INFO("tapegrad " << args);
+    require_one_line_error(run_cli(dir, args), mentions);
+  }
+  CHECK(!fs::exists(dir / "run/latest"));  // none of them trained
+}
+
+TEST_CASE("train: cli missing and malformed files get one line on stderr and a non-zero exit") {
+  TempDir dir("tapegrad_test_cli");
+  const std::string out = " --out " + quote(dir / "run");
+  const std::string missing = quote(dir / "missing.tsv");
+  const std::string no_tab = quote(dir.file("no_tab.tsv", "pos\tgood film\nneg bad film\n"));
+  const std::string bad_utf8 = quote(dir.file("bad_utf8.tsv", "pos\tgood \xff film\n"));
+  const std::string good = quote(dir.file("good.tsv", "pos\tgood film\nneg\tbad film\n"));
+  const std::string empty = quote(dir.file("empty.tsv", "\n\n"));
+  const std::string one_class_valid = quote(dir.file("valid.tsv", "meh\tgood film\n"));
+  const std::string nowhere = quote(dir / "no_such_run");
+  const std::pair<std::string, std::string> before_training[] = {
+      {"train --data " + missing + out, "missing.tsv"},
+      {"train --data " + no_tab + out, "no_tab.tsv:2"},
+      {"train --data " + bad_utf8 + out, "bad_utf8.tsv:1"},
+      {"train --data " + empty + out, "empty.tsv"},
+      {"train --data " + good + " --valid " + missing + out, "missing.tsv"},
+      {"train --resume " + nowhere, "no_such_run"},
+      {"train --init " + nowhere + out, "no_such_run"},
+      {"eval --checkpoint " + nowhere + " --task majority", "no_such_run"},
+      {"predict --checkpoint " + nowhere + " --text 'a b'", "no_such_run"},
+  };
+  for (const auto& [args, mentions] : before_training) {
+    INFO("tapegrad " << args);
+    require_one_line_error(run_cli(dir, args), mentions);
+  }
+
+  // Files that only a trained checkpoint can be wrong about.
+  const std::string run = train_keyword_model(dir);
+  const std::string broken = dir / "broken";
+  fs::create_directories(broken);
+  for (const char* file : {"config.json", "vocab.txt", "labels.txt", "model.safetensors"})
+    fs::copy_file(fs::path(run) / file, fs::path(broken) / file);
+  const std::string weights = read_file(broken + "/model.safetensors");
+  std::ofstream(broken + "/model.safetensors", std::ios::binary | std::ios::trunc)
+      << weights.substr(0, weights.size() / 2);
+  const std::string no_config = dir / "no_config";
+  fs::create_directories(no_config);
+  fs::copy_file(fs::path(run) / "model.safetensors", fs::path(no_config) / "model.safetensors");
+  const std::pair<std::string, std::string> after_training[] = {
+      {"predict --checkpoint " + quote(broken) + " --text 'good film'", "model.safetensors"},
+      {"eval --checkpoint " + quote(broken) + " --data " + quote(run + "/../train.tsv"), "model.safetensors"},
+      {"predict --checkpoint " + quote(no_config) + " --text 'good film'", "config.json"},
+      {"eval --checkpoint " + quote(run) + " --data " + no_tab, "no_tab.tsv:2"},
+      {"eval --checkpoint " + quote(run) + " --data " + missing, "missing.tsv"},
+      {"eval --checkpoint " + quote(run) + " --data " + one_class_valid, "meh"},  // a label the model lacks
+      {"train --init " + quote(run) + " --task majority" + out, "labels"},
+      {"predict --checkpoint " + quote(run) + " --text 'good film' --attention-svg " + quote(dir / "no/dir/a.svg"),
+       "a.svg"},
+      {"predict --checkpoint " + quote(run), "no texts"},  // empty stdin
+  };
+  for (const auto& [args, mentions] : after_training) {
+    INFO("tapegrad " << args);
+    require_one_line_error(run_cli(dir, args), mentions);
+  }
+}
+
+TEST_CASE("train: cli train --json prints one JSON line with the documented keys") {
+  TempDir dir("tapegrad_test_cli");
+  const std::string out = dir / "run";
+  const Result r = run_cli(dir, "train --task majority --steps 20 --eval-every 10 --json --out " + quote(out));
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> lines = lines_of(r.out);
+  REQUIRE(lines.size() == 1);
+  const json summary = json::parse(lines[0]);
+  REQUIRE(summary.is_object());
+  for (const char* key : {"steps", "seconds", "train_steps_per_second", "final_valid_accuracy", "final_valid_loss",
+                          "best_valid_accuracy", "best_valid_loss", "parameters", "out"})
+    CHECK(summary.contains(key));
+  CHECK(summary.at("steps") == 20);
+  CHECK(summary.at("seconds").get<double>() > 0);
+  CHECK(summary.at("train_steps_per_second").get<double>() > 0);
+  const double accuracy = summary.at("final_valid_accuracy").get<double>();
+  CHECK((accuracy >= 0 && accuracy <= 1));
+  CHECK(summary.at("best_valid_accuracy").get<double>() >= accuracy);
+  CHECK(std::isfinite(summary.at("final_valid_loss").get<double>()));
+  CHECK(std::isfinite(summary.at("best_valid_loss").get<double>()));
+  CHECK(summary.at("out") == out);
+  CHECK(summary.at("parameters").get<int64_t>() == load_model(out).model->parameter_count());
+  CHECK_THAT(r.err, Catch::Contains("validation accuracy"));
+
+  // --resume --json continues to a new total and reports it the same way.
+  const Result resumed = run_cli(dir, "train --resume " + quote(out) + " --steps 30 --json");
+  INFO("resume stderr: " << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  REQUIRE(lines_of(resumed.out).size() == 1);
+  CHECK(json::parse(resumed.out).at("steps") == 30);
+}
+
+TEST_CASE("train: cli TSV round trip: train then predict then eval") {
+  TempDir dir("tapegrad_test_cli");
+  Result trained;
+  const std::string run = train_keyword_model(dir, &trained);
+  const json summary = json::parse(trained.out);
+  CHECK(summary.at("final_valid_accuracy").get<double>() >= 0.9);
+  CHECK(summary.at("truncated").get<int64_t>() > 0);
+  CHECK_THAT(trained.err, Catch::Contains("cut to the context length"));
+  const std::vector<std::string> labels = {"neg", "pos"};
+  CHECK(read_labels(run + "/labels.txt") == labels);
+
+  SECTION("predict --json: one object per text with label, probs and logits; unknown words and long texts") {
+    const std::vector<std::string> texts = {"the film was good", "the plot was bad", "good zzyzx qwerty", "xyzzy plugh",
+                                            "bad the a film was very quite plot actor scene music and it the a film"};
+    std::string args = "predict --json --checkpoint " + quote(run);
+    for (const std::string& text : texts) args += " --text " + quote(text);
+    const Result r = run_cli(dir, args);
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    const std::vector<std::string> lines = lines_of(r.out);
+    REQUIRE(lines.size() == texts.size());
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const json p = json::parse(lines[i]);
+      INFO(lines[i]);
+      CHECK(p.at("text") == texts[i]);
+      const std::string label = p.at("label").get<std::string>();
+      CHECK((label == "neg" || label == "pos"));
+      double sum = 0, best = -1;
+      std::string argmax;
+      for (const std::string& l : labels) {
+        const double prob = p.at("probs").at(l).get<double>();
+        CHECK((prob >= 0 && prob <= 1));
+        sum += prob;
+        if (prob > best) best = prob, argmax = l;
+        CHECK(std::isfinite(p.at("logits").at(l).get<double>()));
+      }
+      CHECK(p.at("probs").size() == 2);
+      CHECK(p.at("logits").size() == 2);
+      CHECK(sum == Approx(1).margin(1e-6));
+      CHECK(label == argmax);
+      // softmax of the logits is the probabilities
+      const double z_neg = p.at("logits").at("neg").get<double>(), z_pos = p.at("logits").at("pos").get<double>();
+      CHECK(p.at("probs").at("pos").get<double>() == Approx(1 / (1 + std::exp(z_neg - z_pos))).margin(1e-6));
+    }
+    CHECK(json::parse(lines[0]).at("label") == "pos");  // known words only: the keyword decides
+    CHECK(json::parse(lines[1]).at("label") == "neg");
+    CHECK(json::parse(lines[4]).at("label") == "neg");  // the keyword survives the cut to 8 words
+    CHECK_THAT(r.err, Catch::Contains("text 5 was cut to the context length 8"));
+    CHECK(lines_of(r.err).size() == 1);
+  }
+  SECTION("predict reads one text per line from stdin") {
+    const Result r = run_cli(dir, "predict --checkpoint " + quote(run), "the music was good\n\nit was bad\n");
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    const std::vector<std::string> lines = lines_of(r.out);
+    REQUIRE(lines.size() == 2);  // the blank line is skipped
+    CHECK(lines[0].rfind("pos\t", 0) == 0);
+    CHECK_THAT(lines[0], Catch::EndsWith("\tthe music was good"));
+    CHECK(lines[1].rfind("neg\t", 0) == 0);
+    const Result j =
+        run_cli(dir, "predict --json --checkpoint " + quote(run + "/best"), "the music was good\nit was bad\n");
+    REQUIRE(j.exit_code == 0);
+    REQUIRE(lines_of(j.out).size() == 2);
+    CHECK(json::parse(lines_of(j.out)[1]).at("label") == "neg");
+  }
+  SECTION("eval --data prints loss, accuracy and the confusion matrix, and --json the same") {
+    // Unseen lines with unknown words and long texts.
+    std::string eval_tsv = keyword_tsv(40, 2);
+    eval_tsv +=
+        "pos\tgood zzyzx plugh\nneg\tbad xyzzy\npos\tgood the a film was very quite plot actor scene music and it\n";
+    const std::string data = dir.file("eval.tsv", eval_tsv);
+    const Result r = run_cli(dir, "eval --checkpoint " + quote(run) + " --data " + quote(data));
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("examples 43"));
+    CHECK_THAT(r.out, Catch::Contains("loss"));
+    CHECK_THAT(r.out, Catch::Contains("accuracy"));
+    CHECK_THAT(r.out, Catch::Contains("confusion matrix"));
+    const std::vector<std::string> lines = lines_of(r.out);
+    REQUIRE(lines.size() == 5);  // summary, title, header, one row per label
+    CHECK_THAT(lines[2], Catch::Contains("neg") && Catch::Contains("pos"));
+    CHECK_THAT(lines[3], Catch::StartsWith("         neg"));
+    CHECK_THAT(lines[4], Catch::StartsWith("         pos"));
+
+    const Result j = run_cli(dir, "eval --json --checkpoint " + quote(run) + " --data " + quote(data));
+    INFO("json stdout: " << j.out);
+    REQUIRE(j.exit_code == 0);
+    REQUIRE(lines_of(j.out).size() == 1);
+    const json e = json::parse(j.out);
+    CHECK(e.at("examples") == 43);
+    CHECK(e.at("labels") == labels);
+    CHECK(e.at("accuracy").get<double>() >= 0.9);
+    CHECK(std::isfinite(e.at("loss").get<double>()));
+    CHECK(e.at("truncated").get<int64_t>() > 0);
+    const auto confusion = e.at("confusion").get<std::vector<std::vector<int64_t>>>();
+    REQUIRE(confusion.size() == 2);
+    int64_t total = 0, correct = 0;
+    for (size_t t = 0; t < 2; ++t) {
+      REQUIRE(confusion[t].size() == 2);
+      for (size_t p = 0; p < 2; ++p) total += confusion[t][p];
+      correct += confusion[t][t];
+    }
+    CHECK(total == 43);
+    CHECK(confusion[0][0] + confusion[0][1] == 21);  // true neg: the odd lines of the 40, and "bad xyzzy"
+    CHECK(static_cast<double>(correct) / 43 == Approx(e.at("accuracy").get<double>()));
+  }
+  SECTION("predict --attention-svg writes an SVG of the first text's attention") {
+    const std::string svg = dir / "attention.svg";
+    const Result r = run_cli(dir, "predict --checkpoint " + quote(run) + " --text 'the film was good' --text 'bad' " +
+                                      "--attention-svg " + quote(svg));
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(lines_of(r.out).size() == 2);
+    REQUIRE(fs::is_regular_file(svg));
+    const std::string text = read_file(svg);
+    CHECK_THAT(text, Catch::Contains("<svg"));
+    CHECK_THAT(text, Catch::Contains("</svg>"));
+    CHECK_THAT(text, Catch::Contains("film"));
+    CHECK(!fs::exists(svg + ".tmp"));
+  }
+}
+
+TEST_CASE("train: cli gradcheck --json reports zero failures") {
+  TempDir dir("tapegrad_test_cli");
+  const Result r = run_cli(dir, "gradcheck --json");
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> lines = lines_of(r.out);
+  REQUIRE(lines.size() == 1);
+  const json report = json::parse(lines[0]);
+  CHECK(report.at("failed") == 0);
+  CHECK(report.at("passed").get<int64_t>() > 0);
+  REQUIRE(report.at("cases").is_array());
+  CHECK(report.at("cases").size() == report.at("passed").get<size_t>());
+  for (const json& c : report.at("cases")) CHECK(c.at("passed") == true);
+
+  const Result filtered = run_cli(dir, "gradcheck --json --filter softmax");
+  REQUIRE(filtered.exit_code == 0);
+  const json some = json::parse(filtered.out);
+  CHECK(some.at("failed") == 0);
+  CHECK(some.at("cases").size() < report.at("cases").size());
+}
+
+TEST_CASE("train: cli a model without encoder layers trains and its checkpoint loads") {
+  // n_layers = 0 is a valid classifier (embeddings, pooling, head): what train writes, predict must read.
+  TempDir dir("tapegrad_test_cli");
+  const std::string out = dir / "run";
+  const Result trained = run_cli(dir, "train --layers 0 --steps 5 --eval-every 5 --out " + quote(out));
+  INFO("train stderr: " << trained.err);
+  REQUIRE(trained.exit_code == 0);
+  const Result predicted = run_cli(dir, "predict --json --checkpoint " + quote(out) + " --text 't1 t1 t2'");
+  INFO("predict stderr: " << predicted.err);
+  CHECK(predicted.exit_code == 0);
+  CHECK(lines_of(predicted.out).size() == 1);
+  const Result resumed = run_cli(dir, "train --resume " + quote(out) + " --steps 10");
+  INFO("resume stderr: " << resumed.err);
+  CHECK(resumed.exit_code == 0);
+}
