@@ -350,7 +350,8 @@ json to_json(const TrainOptions& o) {
           {"target_acc", o.target_acc},
           {"out", o.out},
           {"init", o.init},
-          {"shuffle", o.shuffle}};
+          {"shuffle", o.shuffle},
+          {"overwrite", o.overwrite}};
 }
 
 TrainOptions train_options_from_json(const json& j, const std::string& path) {
@@ -397,6 +398,7 @@ TrainOptions train_options_from_json(const json& j, const std::string& path) {
     o.out = j.at("out").get<std::string>();
     o.init = j.at("init").get<std::string>();
     o.shuffle = j.at("shuffle").get<bool>();
+    o.overwrite = j.value("overwrite", false);
     return o;
   } catch (const json::exception& e) {
     throw IOError(cat(path, ": malformed training options (", e.what(), ")"));
@@ -421,8 +423,15 @@ json to_json(const TrainSummary& s) {
 }
 
 TrainSummary train(const TrainOptions& options, std::ostream& log) {
+  const fs::path out(options.out);
+  if (!options.overwrite && (fs::exists(out / "trainer.json") || fs::is_symlink(out / "latest")))
+    throw ValueError(cat("--out ", options.out, " already holds a training run: --resume it, choose another --out, ",
+                         "or pass --overwrite to replace it"));
   Run run;
   run.options = options;
+  // Paths are saved absolute in trainer.json, so --resume works from any working directory.
+  for (std::string* path : {&run.options.data, &run.options.valid, &run.options.init})
+    if (!path->empty()) *path = fs::absolute(*path).lexically_normal().string();
   std::optional<LoadedModel> init;
   if (!options.init.empty()) {
     init = load_model(options.init);

@@ -55,6 +55,7 @@ struct TrainOptions {
   std::string out = "runs/latest";
   std::string init;               // start from a checkpoint's weights and vocabulary, fresh optimizer
   bool shuffle = true;
+  bool overwrite = false;         // replace a run already in `out` (refused otherwise)
 };
 
 nlohmann::json to_json(const TrainOptions& options);

@@ -231,7 +231,8 @@ TEST_CASE("train: cli missing and malformed files get one line on stderr and a n
       {"eval --checkpoint " + quote(run) + " --data " + no_tab, "no_tab.tsv:2"},
       {"eval --checkpoint " + quote(run) + " --data " + missing, "missing.tsv"},
       {"eval --checkpoint " + quote(run) + " --data " + one_class_valid, "meh"},  // a label the model lacks
-      {"train --init " + quote(run) + " --task majority" + out, "labels"},
+      {"train --init " + quote(run) + " --task majority --overwrite" + out, "labels"},
+      {"train --task majority" + out, "--overwrite"},
       {"predict --checkpoint " + quote(run) + " --text 'good film' --attention-svg " + quote(dir / "no/dir/a.svg"),
        "a.svg"},
       {"predict --checkpoint " + quote(run), "no texts"},  // empty stdin

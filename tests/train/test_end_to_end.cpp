@@ -344,8 +344,12 @@ TEST_CASE("train: a run directory shows one whole checkpoint and strays of a kil
   CHECK(rows[3].step == 40);
   CHECK(rows[3].valid_accuracy != 0.125);  // the row of the unpublished step was dropped and redone
 
-  // A further run into the same directory starts over and keeps only its own checkpoints.
+  // A further run into the same directory is refused unless asked to overwrite it; then it starts over
+  // and keeps only its own checkpoints.
   options.steps = 20;
+  CHECK_THROWS_WITH(train(options, log), Catch::Contains("already holds a training run") && Catch::Contains("--overwrite"));
+  require_whole(50);
+  options.overwrite = true;
   train(options, log);
   require_whole(20);
   CHECK(metrics_without_timing(out + "/metrics.csv").size() == 1 + 2);

@@ -75,6 +75,7 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   cmd->add_option("--init", o.init, "Start from this checkpoint's weights and vocabulary, with a fresh optimizer");
   cmd->add_option("--resume", f.resume, "Continue this run directory exactly where it stopped (--steps sets a new total)");
   cmd->add_flag("--no-shuffle", f.no_shuffle, "Visit a fixed training set in file order");
+  cmd->add_flag("--overwrite", o.overwrite, "Replace a training run already in --out (refused otherwise)");
   cmd->add_flag("--json", f.json, "Print one JSON line with the results on stdout at the end");
   cmd->callback([&f, program] {
     TrainOptions& o = f.options;
