@@ -241,7 +241,7 @@ TrainSummary loop(Run& run, std::ostream& log) {
   double last_accuracy = run.metrics.empty() ? 0 : run.metrics.back().valid_accuracy;
   double last_loss = run.metrics.empty() ? 0 : run.metrics.back().valid_loss;
   int64_t last_row_step = run.step;
-  double last_row_time = seconds_now();
+  double last_row_time = seconds_now(), last_progress = 0;
 
   run.model->train();
   while (run.step < run.total_steps) {
@@ -263,11 +263,14 @@ TrainSummary loop(Run& run, std::ostream& log) {
 
     const double elapsed = seconds_now();
     const double rate = (run.step - first_step) / std::max(elapsed - run.elapsed_before, 1e-9);
-    if (live) {
-      log << "\rstep " << run.step << "/" << run.total_steps << "  loss " << loss_value << "  val acc "
-          << (run.metrics.empty() ? std::string("-") : std::to_string(last_accuracy * 100).substr(0, 5) + "%") << "  "
-          << static_cast<int64_t>(rate) << " steps/s  ETA " << format_duration((run.total_steps - run.step) / rate)
-          << "   " << std::flush;
+    if (live && elapsed - last_progress >= 0.1) {  // redraw the progress line at most ten times a second
+      last_progress = elapsed;
+      char line[160];
+      std::snprintf(line, sizeof line, "\rstep %lld/%lld  loss %.4f  val acc %s  %.0f steps/s  ETA %s   ",
+                    static_cast<long long>(run.step), static_cast<long long>(run.total_steps), loss_value,
+                    run.metrics.empty() ? "-" : (std::to_string(last_accuracy * 100).substr(0, 5) + "%").c_str(),
+                    rate, format_duration((run.total_steps - run.step) / rate).c_str());
+      log << line << std::flush;
     }
     const bool last = run.step == run.total_steps;
     if (run.step % o.eval_every != 0 && !last) continue;
