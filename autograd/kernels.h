@@ -2,6 +2,7 @@
 // Generic strided elementwise kernels that the op families build on. Inputs may be any strided view;
 // outputs are fresh contiguous tensors; accumulate_* add into an existing (gradient) buffer.
 #include <array>
+#include <type_traits>
 
 #include "autograd/iterate.h"
 #include "autograd/tensor.h"
@@ -10,6 +11,9 @@ namespace tapegrad {
 
 /// Both operands must share one floating dtype; names the op and both dtypes otherwise.
 void check_same_float(const Tensor& a, const Tensor& b, const char* op);
+
+/// Sets every element of a float tensor to 0 (not recorded, not counted as a write: for fresh buffers).
+void zero_fill(Tensor& t);
 
 /// y = f(x) elementwise; y contiguous, same shape and dtype as x.
 template <class F>
@@ -54,26 +58,57 @@ Tensor map2(const Tensor& a, const Tensor& b, const char* op, F f) {
   return out;
 }
 
-/// dst += f(u, v) over the broadcast of u and v; dst (a gradient buffer) may have a smaller shape that
-/// broadcasts to that space, in which case the broadcast dims are summed into it. Null dst: no-op.
+/// dst += f(u, v) over the broadcast of u and v, or dst = f(u, v) when `assign` (a fresh gradient buffer,
+/// see BackwardContext::grad(k, fresh)). dst may have a smaller shape that broadcasts to that space, in
+/// which case the broadcast dims are summed into it (a summing dst is zero-filled first when `assign`).
+/// Null dst: no-op.
 template <class F>
-void accumulate_map2(Tensor* dst, const Tensor& u, const Tensor& v, const char* op, F f) {
+void write_map2(Tensor* dst, bool assign, const Tensor& u, const Tensor& v, const char* op, F f) {
   if (!dst) return;
   const Shape shape = broadcast_shapes(dst->shape(), broadcast_shapes(u.shape(), v.shape(), op), op);
+  if (assign && !(shape == dst->shape())) {  // several products land in one element: sum from zero
+    assign = false;
+    zero_fill(*dst);
+  }
   dispatch_float(dst->dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     T* pd = dst->data<T>();
     const T *pu = u.data<T>(), *pv = v.data<T>();
-    for_each_row<3>(shape, {broadcast_strides(*dst, shape), broadcast_strides(u, shape), broadcast_strides(v, shape)},
-                    [&](auto off, int64_t n, auto step) {
-                      T* d = pd + off[0];
-                      const T *x = pu + off[1], *y = pv + off[2];
-                      if (step[0] == 1 && step[1] == 1 && step[2] == 1)
-                        for (int64_t k = 0; k < n; ++k) d[k] += f(x[k], y[k]);
-                      else
-                        for (int64_t k = 0; k < n; ++k) d[k * step[0]] += f(x[k * step[1]], y[k * step[2]]);
-                    });
+    auto rows = [&](auto assign_tag) {
+      constexpr bool kAssign = decltype(assign_tag)::value;
+      for_each_row<3>(shape, {broadcast_strides(*dst, shape), broadcast_strides(u, shape), broadcast_strides(v, shape)},
+                      [&](auto off, int64_t n, auto step) {
+                        T* d = pd + off[0];
+                        const T *x = pu + off[1], *y = pv + off[2];
+                        if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
+                          for (int64_t k = 0; k < n; ++k) {
+                            if constexpr (kAssign) d[k] = f(x[k], y[k]);
+                            else d[k] += f(x[k], y[k]);
+                          }
+                        } else if (step[0] == 1 && step[1] == 1 && step[2] == 0) {  // v constant along the row
+                          const T y0 = y[0];
+                          for (int64_t k = 0; k < n; ++k) {
+                            if constexpr (kAssign) d[k] = f(x[k], y0);
+                            else d[k] += f(x[k], y0);
+                          }
+                        } else {
+                          for (int64_t k = 0; k < n; ++k) {
+                            if constexpr (kAssign) d[k * step[0]] = f(x[k * step[1]], y[k * step[2]]);
+                            else d[k * step[0]] += f(x[k * step[1]], y[k * step[2]]);
+                          }
+                        }
+                      });
+    };
+    if (assign) rows(std::true_type{});
+    else rows(std::false_type{});
   });
+}
+
+/// dst += f(u, v) over the broadcast of u and v; dst (a gradient buffer) may have a smaller shape that
+/// broadcasts to that space, in which case the broadcast dims are summed into it. Null dst: no-op.
+template <class F>
+void accumulate_map2(Tensor* dst, const Tensor& u, const Tensor& v, const char* op, F f) {
+  write_map2(dst, false, u, v, op, f);
 }
 
 /// dst += f(u) elementwise over u's shape (dst broadcasting to it, as in accumulate_map2). Null dst: no-op.
@@ -85,5 +120,8 @@ void accumulate_map(Tensor* dst, const Tensor& u, const char* op, F f) {
 /// dst += scale * src, summing src over the dims where dst broadcasts (and broadcasting src where it
 /// does). Not recorded; for gradient buffers and optimizer updates. Counts as an in-place write.
 void accumulate_into(Tensor& dst, const Tensor& src, double scale = 1);
+/// accumulate_into, or dst = scale * src when `assign` (a fresh gradient buffer; a dst that sums over
+/// broadcast dims is zero-filled first). Counts as an in-place write.
+void write_into(Tensor& dst, bool assign, const Tensor& src, double scale = 1);
 
 }  // namespace tapegrad

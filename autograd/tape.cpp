@@ -1,6 +1,7 @@
 #include "autograd/tape.h"
 
 #include <sstream>
+#include <cstdlib>
 
 #include "autograd/kernels.h"
 
@@ -87,12 +88,23 @@ void add_edges(Node& node, std::initializer_list<const Tensor*> inputs, const ch
 
 }  // namespace detail
 
-Tensor* BackwardContext::grad(size_t k) {
+Tensor* BackwardContext::grad(size_t k) { return grad(k, nullptr); }
+
+Tensor* BackwardContext::grad(size_t k, bool* fresh) {
+  static const bool off = std::getenv("TG_NOFRESH") != nullptr;
+  if (off && fresh) { *fresh = false; fresh = nullptr; }
   if (!needs_grad(k)) return nullptr;
   const Edge& edge = node_.inputs[k];
   Tensor& slot = edge.meta->node < 0 ? edge.meta->grad : slots_[edge.meta->node];
-  if (!slot.defined()) slot = zeros(edge.shape, edge.dtype);
+  const bool first_use = !slot.defined();
+  if (first_use) slot = fresh ? empty(edge.shape, edge.dtype) : zeros(edge.shape, edge.dtype);
+  if (fresh) *fresh = first_use;
   return &slot;
+}
+
+void BackwardContext::accumulate(size_t k, const Tensor& src, double scale) {
+  bool fresh = false;
+  if (Tensor* dx = grad(k, &fresh)) write_into(*dx, fresh, src, scale);
 }
 
 void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {

@@ -84,6 +84,15 @@ class BackwardContext {
   /// Input k's gradient buffer (contiguous, of the input's shape and dtype, zero-filled at first use),
   /// to be added into; nullptr when input k needs no gradient.
   Tensor* grad(size_t k);
+  /// The same buffer, for a rule that writes every element of it: at its first use it is left
+  /// uninitialised and *fresh is set, and the rule must then assign (=) each element instead of adding
+  /// (+=), which saves zero-filling the buffer and reading the zeros back. Get it after the rule's checks,
+  /// so that a rule that throws leaves no uninitialised buffer behind.
+  Tensor* grad(size_t k, bool* fresh);
+  /// dx_k += scale · src, summed over the dims where input k broadcasts to src (as accumulate_into); at the
+  /// buffer's first use, and when src covers it whole, dx_k = scale · src without the zero-fill. No-op
+  /// when input k needs no gradient.
+  void accumulate(size_t k, const Tensor& src, double scale = 1);
 
  private:
   const Node& node_;

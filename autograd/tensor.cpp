@@ -1,9 +1,15 @@
 #include "autograd/tensor.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
+#include <unordered_map>
+#include <vector>
 
 #include "autograd/kernels.h"
 #include "autograd/random.h"
@@ -11,14 +17,158 @@
 
 namespace tapegrad {
 
+// ---- storage memory: small buffers from malloc, large ones through a cache ----
+//
+// Training asks for the same buffer sizes every step: step N+1 allocates exactly what step N freed. So a
+// buffer of at least kCachedBytes is not returned to the system when its storage dies but kept in a free
+// list for its size (rounded up to whole pages), and the next request of that size takes it back: no
+// fresh pages to fault in and zero, and no heap fragmentation (glibc's heap, with large short-lived
+// buffers among small long-lived objects, held about twice the live bytes). Large buffers are their own
+// mappings, so a buffer that leaves the cache goes straight back to the system.
+//
+// Bound: idle bytes stay at most twice the most bytes ever live at once (a step's buffers need about
+// 1.2 times that when sizes repeat); beyond it the least recently freed buffers are unmapped, so buffers
+// of shapes no longer used (another sequence length, say) do not accumulate. release_cached_storage()
+// drops every idle buffer.
+//
+// Storages die on whatever thread drops the last reference, so the lists sit behind a mutex: one lock
+// per large allocation, which is noise next to writing the buffer.
+//
+// Sanitizer builds (and TAPEGRAD_STORAGE_CACHE=0) bypass the cache, so that AddressSanitizer sees every
+// use after free.
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr size_t kCachedBytes = kPage;  // smaller buffers come from malloc, which is fast at small sizes
+
+bool cache_enabled() {
+#if defined(__SANITIZE_ADDRESS__)
+  return false;
+#else
+  static const bool enabled = [] {
+    const char* env = std::getenv("TAPEGRAD_STORAGE_CACHE");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return enabled;
+#endif
+}
+
+class StorageCache {
+ public:
+  /// A page-aligned buffer of `bytes` (a multiple of kPage): an idle one of that size, else a new mapping.
+  void* allocate(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_ += bytes;
+      peak_live_ = std::max(peak_live_, live_);
+      auto it = idle_.find(bytes);
+      if (it != idle_.end() && !it->second.empty()) {
+        void* p = it->second.back().data;
+        it->second.pop_back();
+        idle_bytes_ -= bytes;
+        return p;
+      }
+    }
+    void* p = map(bytes);
+    if (!p) {  // out of address space or memory: give back what sits idle, then try once more
+      release_idle();
+      p = map(bytes);
+    }
+    if (!p) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_ -= bytes;
+      throw Error(cat("out of memory allocating ", bytes, " bytes"));
+    }
+    return p;
+  }
+
+  /// Takes back a buffer from allocate(bytes), keeping it for reuse within the bound.
+  void release(void* p, size_t bytes) {
+    std::vector<Idle> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_ -= bytes;
+      idle_[bytes].push_back({p, ++clock_});
+      idle_bytes_ += bytes;
+      while (idle_bytes_ > 2 * peak_live_) evicted.push_back(take_oldest());
+    }
+    for (const Idle& idle : evicted) ::munmap(idle.data, idle.bytes);
+  }
+
+  void release_idle() {
+    std::vector<Idle> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      while (idle_bytes_ > 0) evicted.push_back(take_oldest());
+    }
+    for (const Idle& idle : evicted) ::munmap(idle.data, idle.bytes);
+  }
+
+ private:
+  struct Idle {
+    void* data;
+    uint64_t freed_at;  // clock_ when it was released: smaller is older
+    size_t bytes = 0;
+  };
+
+  static void* map(size_t bytes) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+
+  /// Removes the least recently freed idle buffer (idle_bytes_ > 0; mutex held). Each list is in release
+  /// order, so the oldest is the front of one of them; there are only as many lists as buffer sizes.
+  Idle take_oldest() {
+    auto oldest = idle_.end();
+    for (auto it = idle_.begin(); it != idle_.end(); ++it)
+      if (!it->second.empty() && (oldest == idle_.end() || it->second.front().freed_at < oldest->second.front().freed_at))
+        oldest = it;
+    Idle idle = oldest->second.front();
+    idle.bytes = oldest->first;
+    oldest->second.erase(oldest->second.begin());
+    idle_bytes_ -= idle.bytes;
+    return idle;
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<Idle>> idle_;  // by size; each in release order (back = newest)
+  size_t live_ = 0, peak_live_ = 0, idle_bytes_ = 0;
+  uint64_t clock_ = 0;
+};
+
+/// Never destroyed: storages held by static objects may die after every other static.
+StorageCache& storage_cache() {
+  static StorageCache* cache = new StorageCache;
+  return *cache;
+}
+
+/// The size a buffer of `bytes` is allocated at, and whether it goes through the cache.
+size_t cached_size(size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+bool use_cache(size_t bytes) { return bytes >= kCachedBytes && cache_enabled(); }
+
+}  // namespace
+
 Storage::Storage(size_t nbytes) : bytes(nbytes) {
+  if (use_cache(nbytes)) {
+    data = storage_cache().allocate(cached_size(nbytes));  // page-aligned
+    return;
+  }
   // 64-byte alignment suits AVX-512 loads; aligned_alloc wants a multiple of the alignment.
   const size_t rounded = (nbytes + 63) / 64 * 64;
   data = rounded ? std::aligned_alloc(64, rounded) : nullptr;
   if (rounded && !data) throw Error(cat("out of memory allocating ", nbytes, " bytes"));
 }
 
-Storage::~Storage() { std::free(data); }
+Storage::~Storage() {
+  if (use_cache(bytes))
+    storage_cache().release(data, cached_size(bytes));
+  else
+    std::free(data);
+}
+
+void release_cached_storage() {
+  if (cache_enabled()) storage_cache().release_idle();
+}
 
 namespace {
 
@@ -57,6 +207,27 @@ void check_in_place(const Tensor& t, const char* op) {
 
 void* base_of(const Tensor& t) {
   return static_cast<char*>(t.storage()->data) + t.offset() * static_cast<int64_t>(itemsize(t.dtype()));
+}
+
+/// True when the two tensors' storages are one (a copy between them must go element by element in
+/// order, as the general path does, to keep its meaning).
+bool overlaps(const Tensor& a, const Tensor& b) { return a.storage() == b.storage(); }
+
+/// dst = src element by element for one dtype, U an unsigned integer of its size (the bits are copied).
+template <class U>
+void copy_strided(const Tensor& dst, const Tensor& src) {
+  U* to = reinterpret_cast<U*>(base_of(dst));
+  const U* from = reinterpret_cast<const U*>(base_of(src));
+  for_each_row<2>(dst.shape(), {dst.strides(), src.strides()}, [&](auto off, int64_t n, auto step) {
+    U* o = to + off[0];
+    const U* i = from + off[1];
+    if (step[0] == 1 && step[1] == 1)
+      std::memcpy(o, i, n * sizeof(U));
+    else if (step[0] == 1)
+      for (int64_t k = 0; k < n; ++k) o[k] = i[k * step[1]];
+    else
+      for (int64_t k = 0; k < n; ++k) o[k * step[0]] = i[k * step[1]];
+  });
 }
 
 }  // namespace
@@ -144,6 +315,13 @@ Tensor& Tensor::copy_(const Tensor& source) {
     throw DTypeError(cat("copy_: cannot copy ", dtype_name(source.dtype()), " into ", dtype_name(dtype())));
   if (source.dtype() == dtype() && is_contiguous() && source.is_contiguous()) {
     if (numel()) std::memmove(base_of(*this), base_of(source), numel() * itemsize(dtype()));
+  } else if (source.dtype() == dtype() && !overlaps(*this, source)) {
+    // Same dtype, strided (a transposed view made contiguous, say): copy the bits row by row.
+    switch (itemsize(dtype())) {
+      case 1: copy_strided<uint8_t>(*this, source); break;
+      case 4: copy_strided<uint32_t>(*this, source); break;
+      case 8: copy_strided<uint64_t>(*this, source); break;
+    }
   } else {
     const void* from = base_of(source);
     void* to = base_of(*this);
@@ -274,12 +452,28 @@ void check_same_float(const Tensor& a, const Tensor& b, const char* op) {
                          dtype_name(b.dtype()), " must share one float dtype (convert one with .to())"));
 }
 
-void accumulate_into(Tensor& dst, const Tensor& src, double scale) {
-  if (scale == 1)
-    accumulate_map(&dst, src, "accumulate", [](auto x) { return x; });
-  else
-    accumulate_map(&dst, src, "accumulate", [scale](auto x) { return static_cast<decltype(x)>(scale) * x; });
+void zero_fill(Tensor& t) {
+  if (t.is_contiguous()) {
+    if (t.numel()) std::memset(base_of(t), 0, t.numel() * itemsize(t.dtype()));
+    return;
+  }
+  void* base = base_of(t);
+  for_each_offset(t, [&](int64_t off) { write_element(base, t.dtype(), off, 0); });
+}
+
+void write_into(Tensor& dst, bool assign, const Tensor& src, double scale) {
+  if (assign && scale == 1 && src.dtype() == dst.dtype() && src.shape() == dst.shape() && src.is_contiguous() &&
+      dst.is_contiguous() && is_floating(dst.dtype())) {
+    if (dst.numel()) std::memcpy(base_of(dst), base_of(src), dst.numel() * itemsize(dst.dtype()));
+  } else if (scale == 1) {
+    write_map2(&dst, assign, src, src, "accumulate", [](auto x, auto) { return x; });
+  } else {
+    write_map2(&dst, assign, src, src, "accumulate",
+               [scale](auto x, auto) { return static_cast<decltype(x)>(scale) * x; });
+  }
   ++dst.storage()->version;
 }
+
+void accumulate_into(Tensor& dst, const Tensor& src, double scale) { write_into(dst, false, src, scale); }
 
 }  // namespace tapegrad

@@ -17,7 +17,8 @@ class Tensor;
 struct TensorImpl;
 
 /// Raw bytes shared by a tensor and its views. `version` counts in-place writes so that backward can
-/// tell when a tensor it saved was modified after it was saved.
+/// tell when a tensor it saved was modified after it was saved. Buffers of a page or more are recycled
+/// through a cache, since training allocates the same sizes every step (see tensor.cpp).
 struct Storage {
   explicit Storage(size_t bytes);
   ~Storage();
@@ -120,6 +121,10 @@ struct AutogradMeta {
   uint64_t tape_generation = 0;  // the tape generation `node` refers to
   Tensor grad;                   // leaves only: the accumulated .grad
 };
+
+/// Returns the idle buffers that the storage cache keeps for reuse to the system (the cache holds at most
+/// twice the most bytes ever live at once).
+void release_cached_storage();
 
 // ---- creation ----
 /// Uninitialised contiguous tensor.

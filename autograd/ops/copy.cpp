@@ -19,7 +19,7 @@ Tensor copy_of(const Tensor& x, DType dtype) {
 struct CopyNode : NodeOf<CopyNode> {
   static constexpr const char* kName = "copy";
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    if (Tensor* dx = ctx.grad(0)) accumulate_into(*dx, dy);
+    ctx.accumulate(0, dy);
   }
 };
 
@@ -36,7 +36,7 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 struct ConvertNode : NodeOf<ConvertNode> {
   static constexpr const char* kName = "to";
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    if (Tensor* dx = ctx.grad(0)) accumulate_into(*dx, copy_of(dy, dx->dtype()));
+    if (ctx.needs_grad(0)) ctx.accumulate(0, copy_of(dy, inputs[0].dtype));
   }
 };
 

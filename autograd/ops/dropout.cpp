@@ -20,18 +20,22 @@ struct DropoutNode : NodeOf<DropoutNode> {
   Saved keep;  // bool, contiguous, x's shape
   double scale = 1;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    Tensor* dx = ctx.grad(0);
-    if (!dx) return;
+    if (!ctx.needs_grad(0)) return;
     const Tensor& mask = keep.get(kName);
     if (!(dy.shape() == mask.shape()))
       throw AutogradError(cat(kName, " backward: dy ", dy.shape(), " vs mask ", mask.shape()));
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
     const bool* k = mask.data<bool>();
     dispatch_float(dy.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       const T* g = dy.data<T>();
       T* d = dx->data<T>();
       const T s = static_cast<T>(scale);
-      for (int64_t i = 0, n = dy.numel(); i < n; ++i) d[i] += k[i] ? g[i] * s : T(0);
+      if (fresh)
+        for (int64_t i = 0, n = dy.numel(); i < n; ++i) d[i] = k[i] ? g[i] * s : T(0);
+      else
+        for (int64_t i = 0, n = dy.numel(); i < n; ++i) d[i] += k[i] ? g[i] * s : T(0);
     });
   }
 };

@@ -1,5 +1,5 @@
 // Elementwise arithmetic. Shapes: a, b broadcast to out; each backward sums over the dims that
-// broadcasting expanded (accumulate_map2 does that when the gradient buffer is smaller than out).
+// broadcasting expanded (write_map2 does that when the gradient buffer is smaller than out).
 #include "autograd/ops/elementwise.h"
 
 #include <cmath>
@@ -15,8 +15,8 @@ namespace tapegrad {
 struct AddNode : NodeOf<AddNode> {
   static constexpr const char* kName = "add";
   void backward(const Tensor& dout, BackwardContext& ctx) override {
-    for (size_t k = 0; k < 2; ++k)
-      if (Tensor* d = ctx.grad(k)) accumulate_into(*d, dout);
+    ctx.accumulate(0, dout);
+    ctx.accumulate(1, dout);
   }
 };
 
@@ -31,8 +31,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
 struct SubNode : NodeOf<SubNode> {
   static constexpr const char* kName = "sub";
   void backward(const Tensor& dout, BackwardContext& ctx) override {
-    if (Tensor* da = ctx.grad(0)) accumulate_into(*da, dout);
-    if (Tensor* db = ctx.grad(1)) accumulate_into(*db, dout, -1);
+    ctx.accumulate(0, dout);
+    ctx.accumulate(1, dout, -1);
   }
 };
 
@@ -50,8 +50,12 @@ struct MulNode : NodeOf<MulNode> {
   Saved a, b;
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     auto times = [](auto g, auto y) { return g * y; };
-    accumulate_map2(ctx.grad(0), dout, b.get(kName), kName, times);
-    accumulate_map2(ctx.grad(1), dout, a.get(kName), kName, times);
+    const Tensor &bv = b.get(kName), &av = a.get(kName);  // each undefined when not saved
+    bool fresh = false;
+    Tensor* da = ctx.grad(0, &fresh);
+    write_map2(da, fresh, dout, bv, kName, times);
+    Tensor* db = ctx.grad(1, &fresh);
+    write_map2(db, fresh, dout, av, kName, times);
   }
 };
 
@@ -73,10 +77,14 @@ struct DivNode : NodeOf<DivNode> {
   Saved b, out;
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     const Tensor& bv = b.get(kName);
-    accumulate_map2(ctx.grad(0), dout, bv, kName, [](auto g, auto y) { return g / y; });
-    if (Tensor* db = ctx.grad(1)) {
-      const Tensor q = map2(out.get(kName), bv, kName, [](auto o, auto y) { return o / y; });
-      accumulate_map2(db, dout, q, kName, [](auto g, auto r) { return -g * r; });
+    const Tensor& outv = out.get(kName);  // undefined unless b needs a gradient
+    bool fresh = false;
+    Tensor* da = ctx.grad(0, &fresh);
+    write_map2(da, fresh, dout, bv, kName, [](auto g, auto y) { return g / y; });
+    if (ctx.needs_grad(1)) {
+      const Tensor q = map2(outv, bv, kName, [](auto o, auto y) { return o / y; });
+      Tensor* db = ctx.grad(1, &fresh);
+      write_map2(db, fresh, dout, q, kName, [](auto g, auto r) { return -g * r; });
     }
   }
 };
@@ -95,7 +103,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 struct NegNode : NodeOf<NegNode> {
   static constexpr const char* kName = "neg";
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    if (Tensor* dx = ctx.grad(0)) accumulate_into(*dx, dy, -1);
+    ctx.accumulate(0, dy, -1);
   }
 };
 
@@ -110,7 +118,7 @@ Tensor neg(const Tensor& x) {
 struct AddScalarNode : NodeOf<AddScalarNode> {
   static constexpr const char* kName = "add_scalar";
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    if (Tensor* dx = ctx.grad(0)) accumulate_into(*dx, dy);
+    ctx.accumulate(0, dy);
   }
 };
 
@@ -126,7 +134,7 @@ struct MulScalarNode : NodeOf<MulScalarNode> {
   static constexpr const char* kName = "mul_scalar";
   double c = 1;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    if (Tensor* dx = ctx.grad(0)) accumulate_into(*dx, dy, c);
+    ctx.accumulate(0, dy, c);
   }
 };
 
@@ -144,7 +152,10 @@ struct PowNode : NodeOf<PowNode> {
   Saved x;
   double p = 1;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    accumulate_map2(ctx.grad(0), dy, x.get(kName), kName, [p = p](auto g, auto v) {
+    const Tensor& xv = x.get(kName);
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
+    write_map2(dx, fresh, dy, xv, kName, [p = p](auto g, auto v) {
       using T = decltype(v);
       return g * static_cast<T>(p) * static_cast<T>(std::pow(v, static_cast<T>(p - 1)));
     });

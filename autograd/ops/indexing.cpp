@@ -30,10 +30,15 @@ void for_each_id(const Tensor& ids, Body&& body) {
 }
 
 /// dst += dout where mask == keep (else nothing), over dout's shape; dst and mask broadcast to it, and dst
-/// sums over the dims where it was broadcast.
-void accumulate_selected(Tensor* dst, const Tensor& dout, const Tensor& mask, bool keep, const char* op) {
+/// sums over the dims where it was broadcast. With `assign` (a fresh gradient buffer) dst = that instead,
+/// zeros included (a summing dst is zero-filled first and added into).
+void write_selected(Tensor* dst, bool assign, const Tensor& dout, const Tensor& mask, bool keep, const char* op) {
   if (!dst) return;
   const Shape& shape = dout.shape();
+  if (assign && !(dst->shape() == shape)) {
+    zero_fill(*dst);
+    assign = false;
+  }
   dispatch_float(dst->dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     T* pd = dst->data<T>();
@@ -41,8 +46,20 @@ void accumulate_selected(Tensor* dst, const Tensor& dout, const Tensor& mask, bo
     const bool* pm = mask.data<bool>();
     for_each_row<3>(shape, {broadcast_strides(*dst, shape), dout.strides(), broadcast_strides(mask, shape)},
                     [&](auto off, int64_t n, auto step) {
-                      for (int64_t k = 0; k < n; ++k)
-                        if (pm[off[2] + k * step[2]] == keep) pd[off[0] + k * step[0]] += pg[off[1] + k * step[1]];
+                      T* d = pd + off[0];
+                      const T* g = pg + off[1];
+                      const bool* m = pm + off[2];
+                      if (step[0] == 1 && step[1] == 1 && step[2] == 1) {  // contiguous rows: vectorisable
+                        if (assign)
+                          for (int64_t k = 0; k < n; ++k) d[k] = m[k] == keep ? g[k] : T(0);
+                        else
+                          for (int64_t k = 0; k < n; ++k) d[k] += m[k] == keep ? g[k] : T(0);
+                      } else if (assign) {
+                        for (int64_t k = 0; k < n; ++k) d[k * step[0]] = m[k * step[2]] == keep ? g[k * step[1]] : T(0);
+                      } else {
+                        for (int64_t k = 0; k < n; ++k)
+                          if (m[k * step[2]] == keep) d[k * step[0]] += g[k * step[1]];
+                      }
                     });
   });
   ++dst->storage()->version;
@@ -130,7 +147,10 @@ struct MaskedFillNode : NodeOf<MaskedFillNode> {
   static constexpr const char* kName = "masked_fill";
   Saved mask;
   void backward(const Tensor& dout, BackwardContext& ctx) override {
-    accumulate_selected(ctx.grad(0), dout, mask.get(kName), false, kName);
+    const Tensor& m = mask.get(kName);
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
+    write_selected(dx, fresh, dout, m, false, kName);
   }
 };
 
@@ -173,8 +193,11 @@ struct WhereNode : NodeOf<WhereNode> {
   Saved condition;
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     const Tensor& cond = condition.get(kName);
-    accumulate_selected(ctx.grad(0), dout, cond, true, kName);
-    accumulate_selected(ctx.grad(1), dout, cond, false, kName);
+    bool fresh = false;
+    Tensor* da = ctx.grad(0, &fresh);
+    write_selected(da, fresh, dout, cond, true, kName);
+    Tensor* db = ctx.grad(1, &fresh);
+    write_selected(db, fresh, dout, cond, false, kName);
   }
 };
 

@@ -15,6 +15,36 @@
 
 namespace tapegrad {
 
+namespace {
+// Row sums in double as four interleaved partial sums: independent chains that the compiler can also
+// vectorise (only the rounding order differs from a single running sum).
+double sum4(const double* v, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    s0 += v[k];
+    s1 += v[k + 1];
+    s2 += v[k + 2];
+    s3 += v[k + 3];
+  }
+  for (; k < n; ++k) s0 += v[k];
+  return (s0 + s1) + (s2 + s3);
+}
+
+double dot4(const double* a, const double* b, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    s0 += a[k] * b[k];
+    s1 += a[k + 1] * b[k + 1];
+    s2 += a[k + 2] * b[k + 2];
+    s3 += a[k + 3] * b[k + 3];
+  }
+  for (; k < n; ++k) s0 += a[k] * b[k];
+  return (s0 + s1) + (s2 + s3);
+}
+}  // namespace
+
 // layer_norm.   x: (..., C), weight w: (C) or none, bias b: (C) or none -> y: (..., C);  per row of C:
 // forward : μ = mean(x),  σ² = mean((x - μ)²),  r = 1/√(σ² + eps),  x̂ = (x - μ) r,  y = x̂ ⊙ w + b
 // gradient: ∂μ/∂x_k = 1/C,  ∂σ²/∂x_k = 2(x_k - μ)/C  (as sum_j (x_j - μ) = 0),
@@ -31,11 +61,15 @@ struct LayerNormNode : NodeOf<LayerNormNode> {
   Saved weight;  // (C), or undefined
   std::vector<double> mean, rstd;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    Tensor *dx = ctx.grad(0), *dw = ctx.grad(1), *db = ctx.grad(2);
     const Tensor& xv = x.get(kName);
     const Tensor& wv = weight.get(kName);
     if (!(dy.shape() == xv.shape()))
       throw AutogradError(cat(kName, " backward: dy ", dy.shape(), " vs x ", xv.shape()));
+    // dw and db sum over rows and are added into; dx is written whole, so it is asked for last (it may be
+    // a fresh buffer that must not be handed out before it is written).
+    Tensor *dw = ctx.grad(1), *db = ctx.grad(2);
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
     const int64_t C = xv.shape().back(), rows = C > 0 ? xv.numel() / C : 0;
     std::vector<double> dw_sum(dw ? C : 0, 0.0), db_sum(db ? C : 0, 0.0), xhat(C), g(C);
     dispatch_float(xv.dtype(), kName, [&](auto tag) {
@@ -45,21 +79,23 @@ struct LayerNormNode : NodeOf<LayerNormNode> {
       for (int64_t row = 0; row < rows; ++row) {
         const T *in = px + row * C, *d = pdy + row * C;
         const double mu = mean[row], r = rstd[row];
-        double mean_g = 0, mean_gx = 0;
-        for (int64_t k = 0; k < C; ++k) {
-          xhat[k] = (in[k] - mu) * r;
-          g[k] = pw ? static_cast<double>(d[k]) * pw[k] : static_cast<double>(d[k]);
-          mean_g += g[k];
-          mean_gx += g[k] * xhat[k];
-          if (dw) dw_sum[k] += d[k] * xhat[k];
-          if (db) db_sum[k] += d[k];
-        }
-        mean_g /= static_cast<double>(C);
-        mean_gx /= static_cast<double>(C);
-        if (pdx) {
-          T* out = pdx + row * C;
+        for (int64_t k = 0; k < C; ++k) xhat[k] = (in[k] - mu) * r;
+        if (pw)
+          for (int64_t k = 0; k < C; ++k) g[k] = static_cast<double>(d[k]) * pw[k];
+        else
+          for (int64_t k = 0; k < C; ++k) g[k] = static_cast<double>(d[k]);
+        if (dw)
+          for (int64_t k = 0; k < C; ++k) dw_sum[k] += d[k] * xhat[k];
+        if (db)
+          for (int64_t k = 0; k < C; ++k) db_sum[k] += d[k];
+        if (!pdx) continue;
+        const double mean_g = sum4(g.data(), C) / static_cast<double>(C);
+        const double mean_gx = dot4(g.data(), xhat.data(), C) / static_cast<double>(C);
+        T* out = pdx + row * C;
+        if (fresh)
+          for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>(r * (g[k] - mean_g - xhat[k] * mean_gx));
+        else
           for (int64_t k = 0; k < C; ++k) out[k] += static_cast<T>(r * (g[k] - mean_g - xhat[k] * mean_gx));
-        }
       }
       if (dw)
         for (int64_t k = 0; k < C; ++k) dw->data<T>()[k] += static_cast<T>(dw_sum[k]);
@@ -100,24 +136,26 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     const T *px = xc.data<T>(), *pw = wc.defined() ? wc.data<T>() : nullptr,
             *pb = bc.defined() ? bc.data<T>() : nullptr;
     T* py = y.data<T>();
+    std::vector<double> centred(C);
     for (int64_t row = 0; row < rows; ++row) {
       const T* in = px + row * C;
       T* out = py + row * C;
-      double mu = 0;
-      for (int64_t k = 0; k < C; ++k) mu += in[k];
-      mu /= static_cast<double>(C);
-      double var = 0;
-      for (int64_t k = 0; k < C; ++k) var += (in[k] - mu) * (in[k] - mu);
-      var /= static_cast<double>(C);
+      for (int64_t k = 0; k < C; ++k) centred[k] = in[k];
+      const double mu = sum4(centred.data(), C) / static_cast<double>(C);
+      for (int64_t k = 0; k < C; ++k) centred[k] = in[k] - mu;
+      const double var = dot4(centred.data(), centred.data(), C) / static_cast<double>(C);
       const double r = 1.0 / std::sqrt(var + eps);
       mean[row] = mu;
       rstd[row] = r;
-      for (int64_t k = 0; k < C; ++k) {
-        double v = (in[k] - mu) * r;
-        if (pw) v *= pw[k];
-        if (pb) v += pb[k];
-        out[k] = static_cast<T>(v);
-      }
+      // y = x̂ ⊙ w + b, one loop per case so that each is a plain vectorisable loop
+      if (pw && pb)
+        for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>(centred[k] * r * pw[k] + pb[k]);
+      else if (pw)
+        for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>(centred[k] * r * pw[k]);
+      else if (pb)
+        for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>(centred[k] * r + pb[k]);
+      else
+        for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>(centred[k] * r);
     }
   });
   if (auto* node = record<LayerNormNode>(y, x, weight, bias)) {

@@ -1,6 +1,7 @@
 // Losses, fused with their softmax so that they are stable and their backward is one pass.
 #include "autograd/ops/loss.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -28,9 +29,14 @@ struct CrossEntropyNode : NodeOf<CrossEntropyNode> {
   int64_t ignore_index = -100;
   int64_t valid = 0;
   void backward(const Tensor& dloss, BackwardContext& ctx) override {
-    Tensor* dx = ctx.grad(0);
-    if (!dx || valid == 0) return;
+    if (!ctx.needs_grad(0)) return;
+    if (valid == 0) {
+      ctx.grad(0);  // a zero gradient, still delivered
+      return;
+    }
     const Tensor& x = logits.get(kName);
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
     const int64_t rows = x.shape()[0], classes = x.shape()[1];
     const double scale = dloss.item() / static_cast<double>(valid);
     dispatch_float(x.dtype(), kName, [&](auto tag) {
@@ -38,10 +44,16 @@ struct CrossEntropyNode : NodeOf<CrossEntropyNode> {
       const T* px = x.data<T>();
       T* pdx = dx->data<T>();
       for (int64_t r = 0; r < rows; ++r) {
-        if (targets[r] == ignore_index) continue;
-        const T* in = px + r * classes;
         T* d = pdx + r * classes;
-        for (int64_t c = 0; c < classes; ++c) d[c] += static_cast<T>(scale * std::exp(in[c] - lse[r]));
+        if (targets[r] == ignore_index) {
+          if (fresh) std::fill(d, d + classes, T(0));
+          continue;
+        }
+        const T* in = px + r * classes;
+        if (fresh)
+          for (int64_t c = 0; c < classes; ++c) d[c] = static_cast<T>(scale * std::exp(in[c] - lse[r]));
+        else
+          for (int64_t c = 0; c < classes; ++c) d[c] += static_cast<T>(scale * std::exp(in[c] - lse[r]));
         d[targets[r]] -= static_cast<T>(scale);
       }
     });

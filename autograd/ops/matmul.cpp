@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <cstdlib>
 
 #include "autograd/kernels.h"
 #include "autograd/ops/views.h"
@@ -82,9 +83,19 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const dou
 /// c[batch] (+)= op(a[batch]) @ op(b[batch]) for every index of `batch`, where each operand's matrices
 /// may be transposed views (`flip_*` transposes the operand once more, for the backward products) and
 /// its batch dims broadcast. c is contiguous with shape (c_batch..., M, N); when c's batch dims are
-/// broadcast (a gradient of a broadcast operand) several products land in one slice and add up.
+/// broadcast (a gradient of a broadcast operand) several products land in one slice and add up (from
+/// zero when not accumulating).
 void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c, const Shape& batch,
                   bool accumulate) {
+  if (!accumulate) {
+    const Shape c_strides = batch_strides(c, batch);
+    for (int i = 0; i < batch.rank(); ++i)
+      if (batch[i] > 1 && c_strides[i] == 0) {  // several products per slice: zero it, then add them up
+        zero_fill(c);
+        accumulate = true;
+        break;
+      }
+  }
   const MatrixLayout la = *blas_layout(a), lb = *blas_layout(b);
   const int ra = a.dim(), rb = b.dim(), rc = c.dim();
   const int64_t m = c.shape()[rc - 2], n = c.shape()[rc - 1];
@@ -111,6 +122,42 @@ void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Te
   (void)rb;
 }
 
+/// A view of t's storage with this shape and these strides (t's offset).
+Tensor view_of(const Tensor& t, const Shape& shape, const Shape& strides) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = t.storage();
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = t.offset();
+  impl->dtype = t.dtype();
+  return Tensor(std::move(impl));
+}
+
+/// a (..., M, K) as one (R, K) matrix of R = numel / K rows, sharing a's storage, when a has batch dims and
+/// its rows are evenly spaced through them with unit column stride (a contiguous (B, T, C) activation, or
+/// a slice of one's last dim); std::nullopt otherwise. Then a batch of products with one shared b is a
+/// single gemm (R, K) @ (K, N): one large product instead of B small ones, which BLAS runs far faster,
+/// and its backward likewise (db = aᵀ dout becomes one product with inner dim R, instead of B products
+/// of inner dim M added one after another).
+std::optional<Tensor> rows_view(const Tensor& a) {
+  const int r = a.dim();
+  if (r < 3) return std::nullopt;
+  const int64_t K = a.shape()[r - 1];
+  if (K != 1 && a.strides()[r - 1] != 1) return std::nullopt;
+  int64_t rows = 1, row_stride = -1;
+  for (int i = r - 2; i >= 0; --i) {
+    const int64_t n = a.shape()[i];
+    if (n == 1) continue;
+    if (row_stride < 0) row_stride = a.strides()[i];  // the innermost dim of size > 1 sets the spacing
+    else if (a.strides()[i] != row_stride * rows) return std::nullopt;
+    rows *= n;
+  }
+  const int64_t min_ld = std::max<int64_t>(K, 1);  // BLAS needs a leading dim >= the row length
+  if (rows <= 1) row_stride = min_ld;
+  if (row_stride < min_ld) return std::nullopt;
+  return view_of(a, Shape{rows, K}, Shape{row_stride, 1});
+}
+
 }  // namespace
 
 // matmul.  a: (..., M, K), b: (..., K, N) -> out: (..., M, N)
@@ -118,13 +165,26 @@ void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Te
 // backward: da = dout @ bᵀ,  db = aᵀ @ dout           (summed over the batch dims each operand was
 //           broadcast along; gemm with beta = 1 adds each product into the gradient buffer)
 // saves   : a, b as the (possibly strided) views BLAS reads
+//           When b has no batch dims and a's rows fold into one matrix (rows_view), a is saved as that
+//           (R, K) matrix and all three products are single 2-D gemms over the R = numel(a) / K rows.
 struct MatmulNode : NodeOf<MatmulNode> {
   static constexpr const char* kName = "matmul";
   Saved a, b;
   Shape batch;
+  bool folded = false;  // a is saved as its (R, K) rows_view; dout and da are seen as (R, N) and (R, K)
   void backward(const Tensor& dout, BackwardContext& ctx) override {
-    if (Tensor* da = ctx.grad(0)) batched_gemm(dout, false, b.get(kName), true, *da, batch, true);
-    if (Tensor* db = ctx.grad(1)) batched_gemm(a.get(kName), true, dout, false, *db, batch, true);
+    const Tensor &av = a.get(kName), &bv = b.get(kName);
+    const Tensor g = folded ? view_of(dout, Shape{av.shape()[0], dout.shape().back()},
+                                      Shape{dout.shape().back(), 1})
+                            : dout;  // dout is contiguous
+    // Each buffer is written (beta = 0) when fresh, else added into (beta = 1); da is written before db
+    // is asked for, since a and b may be one tensor.
+    bool fresh = false;
+    if (Tensor* da = ctx.grad(0, &fresh)) {
+      Tensor da_view = folded ? view_of(*da, av.shape(), contiguous_strides(av.shape())) : *da;
+      batched_gemm(g, false, bv, true, da_view, batch, !fresh);
+    }
+    if (Tensor* db = ctx.grad(1, &fresh)) batched_gemm(av, true, g, false, *db, batch, !fresh);
   }
 };
 
@@ -151,11 +211,21 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   out_shape.push_back(a.shape()[a.dim() - 2]);
   out_shape.push_back(b.shape()[b.dim() - 1]);
   Tensor out = empty(out_shape, a.dtype());
-  batched_gemm(a, false, b, false, out, batch, false);
+  // A batch of products with one 2-D b (a Linear layer on (B, T, C)) is one product of a's rows.
+  static const bool off = std::getenv("TG_NOFOLD") != nullptr;
+  const std::optional<Tensor> rows = b.dim() == 2 && !off ? rows_view(a) : std::nullopt;
+  if (rows) {
+    const int64_t R = rows->shape()[0], N = out_shape.back();
+    Tensor out_rows = view_of(out, Shape{R, N}, Shape{N, 1});
+    batched_gemm(*rows, false, b, false, out_rows, Shape{}, false);
+  } else {
+    batched_gemm(a, false, b, false, out, batch, false);
+  }
   if (auto* node = record<MatmulNode>(out, a_in, b_in)) {
-    node->a = a;
+    node->a = rows ? *rows : a;
     node->b = b;
-    node->batch = batch;
+    node->batch = rows ? Shape{} : batch;
+    node->folded = rows.has_value();
   }
   return out;
 }

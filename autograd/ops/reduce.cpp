@@ -117,9 +117,7 @@ struct SumNode : NodeOf<SumNode> {
   int dim = -1;
   bool keepdim = false;
   void backward(const Tensor& dout, BackwardContext& ctx) override {
-    Tensor* dx = ctx.grad(0);
-    if (!dx) return;
-    accumulate_into(*dx, dim < 0 || keepdim ? dout : unsqueeze(dout, dim));
+    ctx.accumulate(0, dim < 0 || keepdim ? dout : unsqueeze(dout, dim));
   }
 };
 
@@ -151,9 +149,7 @@ struct MeanNode : NodeOf<MeanNode> {
   bool keepdim = false;
   int64_t n = 1;
   void backward(const Tensor& dout, BackwardContext& ctx) override {
-    Tensor* dx = ctx.grad(0);
-    if (!dx) return;
-    accumulate_into(*dx, dim < 0 || keepdim ? dout : unsqueeze(dout, dim), 1.0 / static_cast<double>(n));
+    ctx.accumulate(0, dim < 0 || keepdim ? dout : unsqueeze(dout, dim), 1.0 / static_cast<double>(n));
   }
 };
 

@@ -56,6 +56,57 @@ void for_each_softmax_row(const RowLayout& layout, Body&& body) {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
+/// max_i x[i·stride] (n >= 1) with the semantics of the running `m = x_i > m ? x_i : m` from m = x[0]:
+/// NaN when x[0] is NaN, other NaNs skipped. Computed as four interleaved running maxima that each start
+/// from x[0], which the compiler can vectorise; the value is the same (only a tie of +0 and -0 may return
+/// the other zero, which changes no x - m).
+template <class T, class Stride>
+T row_max(const T* x, int64_t n, Stride stride) {
+  T m0 = x[0], m1 = x[0], m2 = x[0], m3 = x[0];
+  int64_t i = 1;
+  for (; i + 4 <= n; i += 4) {
+    m0 = x[i * stride] > m0 ? x[i * stride] : m0;
+    m1 = x[(i + 1) * stride] > m1 ? x[(i + 1) * stride] : m1;
+    m2 = x[(i + 2) * stride] > m2 ? x[(i + 2) * stride] : m2;
+    m3 = x[(i + 3) * stride] > m3 ? x[(i + 3) * stride] : m3;
+  }
+  for (; i < n; ++i) m0 = x[i * stride] > m0 ? x[i * stride] : m0;
+  m0 = m1 > m0 ? m1 : m0;
+  m0 = m2 > m0 ? m2 : m0;
+  return m3 > m0 ? m3 : m0;
+}
+
+/// sum_i x[i·stride] in double, as four interleaved partial sums (see dot_double).
+template <class T, class Stride>
+double sum_double(const T* x, int64_t n, Stride stride) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += x[i * stride];
+    s1 += x[(i + 1) * stride];
+    s2 += x[(i + 2) * stride];
+    s3 += x[(i + 3) * stride];
+  }
+  for (; i < n; ++i) s0 += x[i * stride];
+  return (s0 + s1) + (s2 + s3);
+}
+
+/// sum_i a[i·stride] · b[i·stride] in double, as four interleaved partial sums: independent chains of
+/// additions, which the compiler can also vectorise (only the rounding order differs from one chain).
+template <class T, class Stride>
+double dot_double(const T* a, const T* b, int64_t n, Stride stride) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += static_cast<double>(a[i * stride]) * b[i * stride];
+    s1 += static_cast<double>(a[(i + 1) * stride]) * b[(i + 1) * stride];
+    s2 += static_cast<double>(a[(i + 2) * stride]) * b[(i + 2) * stride];
+    s3 += static_cast<double>(a[(i + 3) * stride]) * b[(i + 3) * stride];
+  }
+  for (; i < n; ++i) s0 += static_cast<double>(a[i * stride]) * b[i * stride];
+  return (s0 + s1) + (s2 + s3);
+}
+
 /// y = softmax (or log_softmax) of every row of the contiguous x.
 Tensor softmax_forward(const Tensor& x, int d, bool log, const char* op) {
   Tensor y = empty(x.shape(), x.dtype());
@@ -68,8 +119,7 @@ Tensor softmax_forward(const Tensor& x, int d, bool log, const char* op) {
       const T* in = px + offset;
       T* out = py + offset;
       const int64_t n = layout.n;
-      T m = in[0];
-      for (int64_t i = 1; i < n; ++i) m = in[i * stride] > m ? in[i * stride] : m;
+      const T m = row_max(in, n, stride);
       if (m == T(kNegInf)) {  // fully masked row: see the file comment
         const T fill = log ? T(kNegInf) : T(0);
         for (int64_t i = 0; i < n; ++i) out[i * stride] = fill;
@@ -81,11 +131,10 @@ Tensor softmax_forward(const Tensor& x, int d, bool log, const char* op) {
         const T log_s = static_cast<T>(std::log(s));  // (x - m) first: exact near the max, even for huge m
         for (int64_t i = 0; i < n; ++i) out[i * stride] = (in[i * stride] - m) - log_s;
       } else {
-        for (int64_t i = 0; i < n; ++i) {
-          const T e = std::exp(in[i * stride] - m);
-          out[i * stride] = e;
-          s += e;
-        }
+        // The exps first and their sum after: a running sum would live across the exp calls, which
+        // clobber every vector register, and turn the loop into a chain through memory.
+        for (int64_t i = 0; i < n; ++i) out[i * stride] = std::exp(in[i * stride] - m);
+        s = sum_double(out, n, stride);
         const T inv = static_cast<T>(1.0 / s);
         for (int64_t i = 0; i < n; ++i) out[i * stride] *= inv;
       }
@@ -121,10 +170,11 @@ struct SoftmaxNode : NodeOf<SoftmaxNode> {
   Saved y;
   int dim = -1;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    Tensor* dx = ctx.grad(0);
-    if (!dx) return;
+    if (!ctx.needs_grad(0)) return;
     const Tensor& yv = y.get(kName);
     check_backward_shapes(dy, yv, kName);
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
     const RowLayout layout = row_layout(yv.shape(), dim);
     dispatch_float(yv.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
@@ -133,10 +183,11 @@ struct SoftmaxNode : NodeOf<SoftmaxNode> {
       for_each_softmax_row(layout, [&](int64_t offset, auto stride) {
         const T *yr = py + offset, *g = pdy + offset;
         T* d = pdx + offset;
-        double dot = 0;  // <dy, y>
-        for (int64_t i = 0; i < layout.n; ++i) dot += static_cast<double>(g[i * stride]) * yr[i * stride];
-        const T c = static_cast<T>(dot);
-        for (int64_t i = 0; i < layout.n; ++i) d[i * stride] += yr[i * stride] * (g[i * stride] - c);
+        const T c = static_cast<T>(dot_double(g, yr, layout.n, stride));  // <dy, y>
+        if (fresh)
+          for (int64_t i = 0; i < layout.n; ++i) d[i * stride] = yr[i * stride] * (g[i * stride] - c);
+        else
+          for (int64_t i = 0; i < layout.n; ++i) d[i * stride] += yr[i * stride] * (g[i * stride] - c);
       });
     });
   }
@@ -163,10 +214,11 @@ struct LogSoftmaxNode : NodeOf<LogSoftmaxNode> {
   Saved y;
   int dim = -1;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    Tensor* dx = ctx.grad(0);
-    if (!dx) return;
+    if (!ctx.needs_grad(0)) return;
     const Tensor& yv = y.get(kName);
     check_backward_shapes(dy, yv, kName);
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
     const RowLayout layout = row_layout(yv.shape(), dim);
     dispatch_float(yv.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
@@ -181,9 +233,16 @@ struct LogSoftmaxNode : NodeOf<LogSoftmaxNode> {
           total += g[i * stride];
           masked = masked && yr[i * stride] == T(kNegInf);
         }
-        if (masked) return;
+        if (masked) {  // zero gradient
+          if (fresh)
+            for (int64_t i = 0; i < layout.n; ++i) d[i * stride] = T(0);
+          return;
+        }
         const T c = static_cast<T>(total);
-        for (int64_t i = 0; i < layout.n; ++i) d[i * stride] += g[i * stride] - std::exp(yr[i * stride]) * c;
+        if (fresh)
+          for (int64_t i = 0; i < layout.n; ++i) d[i * stride] = g[i * stride] - std::exp(yr[i * stride]) * c;
+        else
+          for (int64_t i = 0; i < layout.n; ++i) d[i * stride] += g[i * stride] - std::exp(yr[i * stride]) * c;
       });
     });
   }

@@ -16,7 +16,10 @@ struct ExpNode : NodeOf<ExpNode> {
   static constexpr const char* kName = "exp";
   Saved y;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    accumulate_map2(ctx.grad(0), dy, y.get(kName), kName, [](auto g, auto v) { return g * v; });
+    const Tensor& yv = y.get(kName);
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
+    write_map2(dx, fresh, dy, yv, kName, [](auto g, auto v) { return g * v; });
   }
 };
 
@@ -33,7 +36,10 @@ struct LogNode : NodeOf<LogNode> {
   static constexpr const char* kName = "log";
   Saved x;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    accumulate_map2(ctx.grad(0), dy, x.get(kName), kName, [](auto g, auto v) { return g / v; });
+    const Tensor& xv = x.get(kName);
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
+    write_map2(dx, fresh, dy, xv, kName, [](auto g, auto v) { return g / v; });
   }
 };
 
@@ -50,7 +56,10 @@ struct SqrtNode : NodeOf<SqrtNode> {
   static constexpr const char* kName = "sqrt";
   Saved y;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    accumulate_map2(ctx.grad(0), dy, y.get(kName), kName, [](auto g, auto v) { return g / (v + v); });
+    const Tensor& yv = y.get(kName);
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
+    write_map2(dx, fresh, dy, yv, kName, [](auto g, auto v) { return g / (v + v); });
   }
 };
 
@@ -67,7 +76,10 @@ struct TanhNode : NodeOf<TanhNode> {
   static constexpr const char* kName = "tanh";
   Saved y;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    accumulate_map2(ctx.grad(0), dy, y.get(kName), kName, [](auto g, auto v) { return g * (1 - v * v); });
+    const Tensor& yv = y.get(kName);
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
+    write_map2(dx, fresh, dy, yv, kName, [](auto g, auto v) { return g * (1 - v * v); });
   }
 };
 
@@ -84,7 +96,10 @@ struct SigmoidNode : NodeOf<SigmoidNode> {
   static constexpr const char* kName = "sigmoid";
   Saved y;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    accumulate_map2(ctx.grad(0), dy, y.get(kName), kName, [](auto g, auto v) { return g * v * (1 - v); });
+    const Tensor& yv = y.get(kName);
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
+    write_map2(dx, fresh, dy, yv, kName, [](auto g, auto v) { return g * v * (1 - v); });
   }
 };
 
@@ -107,7 +122,10 @@ struct ReluNode : NodeOf<ReluNode> {
   static constexpr const char* kName = "relu";
   Saved y;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    accumulate_map2(ctx.grad(0), dy, y.get(kName), kName, [](auto g, auto v) { return v > 0 ? g : decltype(g)(0); });
+    const Tensor& yv = y.get(kName);
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
+    write_map2(dx, fresh, dy, yv, kName, [](auto g, auto v) { return v > 0 ? g : decltype(g)(0); });
   }
 };
 
@@ -150,7 +168,10 @@ struct GeluNode : NodeOf<GeluNode> {
   Saved x;
   GeluApproximation approximation = GeluApproximation::none;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    accumulate_map2(ctx.grad(0), dy, x.get(kName), kName,
+    const Tensor& xv = x.get(kName);
+    bool fresh = false;
+    Tensor* dx = ctx.grad(0, &fresh);
+    write_map2(dx, fresh, dy, xv, kName,
                     [a = approximation](auto g, auto v) { return g * gelu_slope(v, a); });
   }
 };

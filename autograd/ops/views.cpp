@@ -61,7 +61,7 @@ Tensor reshaped(const Tensor& dy, const Shape& shape) { return make_view(dy, sha
 struct ReshapeNode : NodeOf<ReshapeNode> {
   static constexpr const char* kName = "reshape";
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    if (Tensor* dx = ctx.grad(0)) accumulate_into(*dx, reshaped(dy, dx->shape()));
+    if (ctx.needs_grad(0)) ctx.accumulate(0, reshaped(dy, inputs[0].shape));
   }
 };
 
@@ -106,11 +106,10 @@ struct PermuteNode : NodeOf<PermuteNode> {
   static constexpr const char* kName = "permute";
   std::vector<int64_t> dims;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    Tensor* dx = ctx.grad(0);
-    if (!dx) return;
-    Shape shape = dx->shape(), strides = dx->shape();
+    if (!ctx.needs_grad(0)) return;
+    Shape shape = inputs[0].shape, strides = inputs[0].shape;
     for (size_t i = 0; i < dims.size(); ++i) strides[dims[i]] = dy.strides()[i];
-    accumulate_into(*dx, make_view(dy, shape, strides, dy.offset()));
+    ctx.accumulate(0, make_view(dy, shape, strides, dy.offset()));
   }
 };
 
@@ -193,7 +192,7 @@ struct ConcatNode : NodeOf<ConcatNode> {
     int64_t offset = 0;
     for (size_t k = 0; k < inputs.size(); ++k) {
       const int64_t n = inputs[k].shape[dim];
-      if (Tensor* dx = ctx.grad(k)) accumulate_into(*dx, slice(dy, dim, offset, offset + n));
+      if (ctx.needs_grad(k)) ctx.accumulate(k, slice(dy, dim, offset, offset + n));
       offset += n;
     }
   }
@@ -240,10 +239,10 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
 struct RestrideNode : NodeOf<RestrideNode> {
   static constexpr const char* kName = "restride";
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    Tensor* dx = ctx.grad(0);
-    if (!dx) return;
-    if (dy.numel() == dx->numel()) accumulate_into(*dx, reshaped(dy, dx->shape()));
-    else accumulate_into(*dx, dy);  // expand: dx broadcasts to dy, so the expanded dims are summed
+    if (!ctx.needs_grad(0)) return;
+    const Shape& shape = inputs[0].shape;
+    if (dy.numel() == shape.numel()) ctx.accumulate(0, reshaped(dy, shape));
+    else ctx.accumulate(0, dy);  // expand: dx broadcasts to dy, so the expanded dims are summed
   }
 };
 

@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""PyTorch twin of bench/train_step.cpp: the same model, batch, optimizer and timing, on one CPU thread.
+
+Model: embedding (padding_idx 0) + learned positions, nn.TransformerEncoder of
+nn.TransformerEncoderLayer(batch_first=True, post-LN, relu, dropout 0), mean pooling over the non-pad
+positions, a Linear head; cross_entropy; AdamW(lr 5e-3, weight_decay 0.01). One step: forward, loss,
+zero_grad, backward, step. The batch and the timing follow bench/train_step.cpp's file comment exactly.
+
+Run it with /usr/bin/python3 (the interpreter that has torch).
+"""
+import argparse
+import os
+import resource
+import statistics
+import time
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+def rss_mib():
+    with open("/proc/self/statm") as f:
+        resident = int(f.read().split()[1])
+    return resident * os.sysconf("SC_PAGE_SIZE") / (1024.0 * 1024.0)
+
+
+class SequenceClassifier(nn.Module):
+    def __init__(self, vocab, d_model, heads, d_ff, layers, context, classes):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model, padding_idx=0)
+        self.pos_embed = nn.Embedding(context, d_model)
+        layer = nn.TransformerEncoderLayer(d_model, heads, d_ff, dropout=0.0, activation="relu",
+                                           batch_first=True, norm_first=False)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Linear(d_model, classes)
+
+    def forward(self, ids, pad):  # ids, pad: (B, T) -> logits (B, classes)
+        T = ids.shape[1]
+        x = self.embed(ids) + self.pos_embed.weight[:T]
+        x = self.encoder(x, src_key_padding_mask=pad)
+        summed = x.masked_fill(pad.unsqueeze(-1), 0.0).sum(1)
+        counts = (~pad).sum(1, keepdim=True).clamp(min=1).to(x.dtype)
+        return self.head(summed / counts)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name, default in [("d-model", 32), ("heads", 2), ("d-ff", 64), ("layers", 2), ("seq", 32), ("batch", 64),
+                          ("vocab", 11), ("classes", 8), ("warmup", 20), ("steps", 300), ("repeats", 5),
+                          ("threads", 1)]:
+        p.add_argument("--" + name, type=int, default=default)
+    a = p.parse_args()
+    if a.steps % a.repeats:
+        p.error("--steps must be a multiple of --repeats")
+    start_rss = rss_mib()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+
+    B, T, min_len = a.batch, a.seq, a.seq // 4
+    ids = torch.zeros(B, T, dtype=torch.int64)
+    pad = torch.zeros(B, T, dtype=torch.bool)
+    for b in range(B):
+        length = T if b == 0 else min_len + (31 * b) % (T - min_len + 1)
+        for t in range(T):
+            if t >= length:
+                pad[b, t] = True
+            else:
+                ids[b, t] = 3 + (17 * b + 5 * t) % (a.vocab - 3)
+    targets = torch.tensor([(7 * b) % a.classes for b in range(B)], dtype=torch.int64)
+
+    model = SequenceClassifier(a.vocab, a.d_model, a.heads, a.d_ff, a.layers, T, a.classes)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3, weight_decay=0.01)
+    params = sum(p.numel() for p in model.parameters())
+
+    loss_value = 0.0
+
+    def step():
+        nonlocal loss_value
+        logits = model(ids, pad)
+        loss = F.cross_entropy(logits, targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        loss_value = loss.item()
+
+    for _ in range(a.warmup):
+        step()
+    chunk = a.steps // a.repeats
+    rates, cpu_rates, total = [], [], 0.0
+    for _ in range(a.repeats):
+        cpu0 = time.process_time()
+        t0 = time.perf_counter()
+        for _ in range(chunk):
+            step()
+        seconds = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
+        total += seconds
+        rates.append(chunk / seconds)
+        cpu_rates.append(chunk / cpu)
+    rates.sort()
+    cpu_rates.sort()
+    median, cpu_median = rates[len(rates) // 2], cpu_rates[len(cpu_rates) // 2]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+
+    print(f"pytorch   d_model {a.d_model} heads {a.heads} d_ff {a.d_ff} layers {a.layers} T {T} batch {B} "
+          f"params {params}: {a.steps} steps in {total:.3f} s, median {median:.1f} steps/s "
+          f"(chunks {rates[0]:.1f}..{rates[-1]:.1f}), per CPU second {cpu_median:.1f}, final loss {loss_value:.4f}  [torch {torch.__version__}]")
+    print(f"pytorch   peak RSS {peak:.1f} MiB ({peak - start_rss:.1f} MiB above start-up, after import torch)")
+    print(f"RESULT steps_per_s={median:.3f} steps_per_cpu_s={cpu_median:.3f} peak_rss_mib={peak:.1f} rss_growth_mib={peak - start_rss:.1f}")
+
+
+if __name__ == "__main__":
+    main()
