@@ -12,6 +12,20 @@ namespace tapegrad {
 /// Both operands must share one floating dtype; names the op and both dtypes otherwise.
 void check_same_float(const Tensor& a, const Tensor& b, const char* op);
 
+namespace detail {
+/// True when `row` is `shape` without some leading dims (leading 1s of row aside): a contiguous tensor of
+/// `shape` is then a sequence of rows each laid out like `row`.
+inline bool is_row_of(const Shape& row, const Shape& shape) {
+  int i = 0;
+  while (i < row.rank() && row[i] == 1) ++i;
+  const int drop = shape.rank() - (row.rank() - i);
+  if (drop < 0) return false;
+  for (int k = i; k < row.rank(); ++k)
+    if (row[k] != shape[drop + (k - i)]) return false;
+  return true;
+}
+}  // namespace detail
+
 /// Sets every element of a float tensor to 0 (not recorded, not counted as a write: for fresh buffers).
 void zero_fill(Tensor& t);
 
@@ -45,6 +59,18 @@ Tensor map2(const Tensor& a, const Tensor& b, const char* op, F f) {
     using T = decltype(tag);
     const T *pa = a.data<T>(), *pb = b.data<T>();
     T* po = out.data<T>();
+    // x + bias: a contiguous of the out shape, b contiguous along its trailing dims. Row by row with no
+    // index arithmetic (the general walk below pays for each short row).
+    if (a.shape() == shape && a.is_contiguous() && b.is_contiguous() && b.numel() > 0 &&
+        b.numel() < out.numel() && detail::is_row_of(b.shape(), shape)) {
+      const int64_t n = b.numel(), rows = out.numel() / n;
+      for (int64_t r = 0; r < rows; ++r) {
+        T* o = po + r * n;
+        const T* x = pa + r * n;
+        for (int64_t k = 0; k < n; ++k) o[k] = f(x[k], pb[k]);
+      }
+      return;
+    }
     for_each_row<3>(shape, {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)},
                     [&](auto off, int64_t n, auto step) {
                       T* o = po + off[0];

@@ -107,6 +107,31 @@ void BackwardContext::accumulate(size_t k, const Tensor& src, double scale) {
   if (Tensor* dx = grad(k, &fresh)) write_into(*dx, fresh, src, scale);
 }
 
+void BackwardContext::pass_through(size_t k, const Tensor& src) {
+  if (!needs_grad(k)) return;
+  const Edge& edge = node_.inputs[k];
+  Tensor& slot = edge.meta->node < 0 ? edge.meta->grad : slots_[edge.meta->node];
+  // dout may be handed on when this is the buffer's first use and src is all of dout, laid out as the
+  // buffer must be, and when no other handle can see dout's memory: only the tape's slot holds dout, and
+  // only dout and src hold its storage (a seed that shares a caller's tensor fails this, for one).
+  const bool adopt = dout_ && !slot.defined() && src.defined() && src.storage() == dout_->storage() &&
+                     src.offset() == dout_->offset() && src.numel() == dout_->numel() &&
+                     src.dtype() == edge.dtype && src.shape() == edge.shape && src.is_contiguous() &&
+                     dout_->impl_ptr().use_count() == 1 &&
+                     dout_->storage().use_count() == (src.same(*dout_) ? 1 : 2);
+  if (!adopt) {
+    accumulate(k, src);
+    return;
+  }
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = src.storage();
+  impl->shape = edge.shape;
+  impl->strides = contiguous_strides(edge.shape);
+  impl->offset = src.offset();
+  impl->dtype = edge.dtype;
+  slot = Tensor(std::move(impl));
+}
+
 void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
   if (!root.requires_grad())
     throw AutogradError(cat("backward: the tensor (shape ", root.shape(),
@@ -144,7 +169,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
   for (int64_t i = meta.node; i >= 0; --i) {
     if (!slots[i].defined()) continue;
     Node& node = *tape.entries_[i];
-    BackwardContext ctx(node, slots);
+    BackwardContext ctx(node, slots, slots[i]);
     node.backward(slots[i], ctx);
     slots[i] = Tensor();
   }

@@ -79,6 +79,9 @@ struct NodeOf : Node {
 class BackwardContext {
  public:
   BackwardContext(const Node& node, std::vector<Tensor>& slots) : node_(node), slots_(slots) {}
+  /// As above, with the node's dout (its output's gradient slot), which pass_through may hand on.
+  BackwardContext(const Node& node, std::vector<Tensor>& slots, const Tensor& dout)
+      : node_(node), slots_(slots), dout_(&dout) {}
   /// True when input k needs a gradient.
   bool needs_grad(size_t k) const { return k < node_.inputs.size() && node_.inputs[k].meta != nullptr; }
   /// Input k's gradient buffer (contiguous, of the input's shape and dtype, zero-filled at first use),
@@ -93,10 +96,16 @@ class BackwardContext {
   /// buffer's first use, and when src covers it whole, dx_k = scale · src without the zero-fill. No-op
   /// when input k needs no gradient.
   void accumulate(size_t k, const Tensor& src, double scale = 1);
+  /// accumulate(k, src) for a rule whose input k gets dout unchanged, src being dout or a view of all of
+  /// it in the input's shape (add, reshape, squeeze, copy): when input k's buffer is still empty and
+  /// nothing but the tape holds dout, dout's memory becomes that buffer instead of being copied into a
+  /// new one. The rule must call it last: it may read dout no more after it.
+  void pass_through(size_t k, const Tensor& src);
 
  private:
   const Node& node_;
   std::vector<Tensor>& slots_;
+  const Tensor* dout_ = nullptr;  // set by the tape's backward; pass_through copies without it
 };
 
 class Tape {

@@ -11,12 +11,29 @@ Run it with /usr/bin/python3 (the interpreter that has torch).
 import argparse
 import os
 import resource
-import statistics
+import sys
 import time
 
-import torch
-from torch import nn
-import torch.nn.functional as F
+
+def _threads_from_argv():
+    """The --threads value (default 1), read before argparse runs: it must be known before torch loads."""
+    for i, arg in enumerate(sys.argv):
+        if arg == "--threads" and i + 1 < len(sys.argv):
+            return sys.argv[i + 1]
+        if arg.startswith("--threads="):
+            return arg.split("=", 1)[1]
+    return "1"
+
+
+# As many compute threads as tapegrad's benchmark uses: torch.set_num_threads sets torch's own pool, but
+# this Debian torch does its matrix products in OpenBLAS (BLAS_INFO=generic), whose pool only these
+# variables reach, and only before the library loads (left alone, it runs on every core).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = _threads_from_argv()
+
+import torch  # noqa: E402  (after the thread settings)
+from torch import nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 def rss_mib():

@@ -40,10 +40,7 @@ Tensor apply_mask(const Tensor& scores, const Tensor& mask, const char* what) {
 }
 
 /// x Wᵀ + b for a block of rows of the packed in-projection.   x: (B, T, C), W: (N, C), b: (N) -> (B, T, N)
-Tensor project(const Tensor& x, const Tensor& W, const Tensor& b) {
-  const Tensor y = matmul(x, transpose(W, 0, 1));
-  return b.defined() ? y + b : y;
-}
+Tensor project(const Tensor& x, const Tensor& W, const Tensor& b) { return linear(x, W, b); }
 
 }  // namespace
 

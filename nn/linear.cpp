@@ -2,9 +2,7 @@
 
 #include <cmath>
 
-#include "autograd/ops/elementwise.h"
 #include "autograd/ops/matmul.h"
-#include "autograd/ops/views.h"
 #include "autograd/registry.h"
 #include "nn/init.h"
 
@@ -28,8 +26,7 @@ Tensor Linear::forward(const Tensor& x) const {
   if (x.dim() == 0 || x.size(-1) != in_features_)
     throw ShapeError(
         cat("Linear: input ", x.shape(), " has last dim ", x.dim() == 0 ? 0 : x.size(-1), ", expected ", in_features_));
-  const Tensor y = matmul(x, transpose(weight, 0, 1));
-  return bias.defined() ? y + bias : y;
+  return linear(x, weight, bias);  // one product that starts from the bias, not a product plus a bias pass
 }
 
 namespace {

@@ -16,7 +16,7 @@ struct AddNode : NodeOf<AddNode> {
   static constexpr const char* kName = "add";
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     ctx.accumulate(0, dout);
-    ctx.accumulate(1, dout);
+    ctx.pass_through(1, dout);  // b may take dout's own buffer
   }
 };
 
@@ -31,8 +31,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
 struct SubNode : NodeOf<SubNode> {
   static constexpr const char* kName = "sub";
   void backward(const Tensor& dout, BackwardContext& ctx) override {
-    ctx.accumulate(0, dout);
     ctx.accumulate(1, dout, -1);
+    ctx.pass_through(0, dout);  // a may take dout's own buffer
   }
 };
 
@@ -117,9 +117,7 @@ Tensor neg(const Tensor& x) {
 // backward: dx = dy
 struct AddScalarNode : NodeOf<AddScalarNode> {
   static constexpr const char* kName = "add_scalar";
-  void backward(const Tensor& dy, BackwardContext& ctx) override {
-    ctx.accumulate(0, dy);
-  }
+  void backward(const Tensor& dy, BackwardContext& ctx) override { ctx.pass_through(0, dy); }
 };
 
 Tensor add(const Tensor& x, double c) {

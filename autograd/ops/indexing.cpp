@@ -49,11 +49,20 @@ void write_selected(Tensor* dst, bool assign, const Tensor& dout, const Tensor& 
                       T* d = pd + off[0];
                       const T* g = pg + off[1];
                       const bool* m = pm + off[2];
-                      if (step[0] == 1 && step[1] == 1 && step[2] == 1) {  // contiguous rows: vectorisable
+                      if (step[0] == 1 && step[1] == 1 && step[2] == 1) {  // contiguous rows
+                        // a select with g read unconditionally and the mask read as bytes: vectorises
+                        const auto* mb = reinterpret_cast<const unsigned char*>(m);
+                        const unsigned char want = keep ? 1 : 0;
                         if (assign)
-                          for (int64_t k = 0; k < n; ++k) d[k] = m[k] == keep ? g[k] : T(0);
+                          for (int64_t k = 0; k < n; ++k) {
+                            const T v = g[k];
+                            d[k] = (mb[k] != 0) == want ? v : T(0);
+                          }
                         else
-                          for (int64_t k = 0; k < n; ++k) d[k] += m[k] == keep ? g[k] : T(0);
+                          for (int64_t k = 0; k < n; ++k) {
+                            const T v = g[k];
+                            d[k] += (mb[k] != 0) == want ? v : T(0);
+                          }
                       } else if (assign) {
                         for (int64_t k = 0; k < n; ++k) d[k * step[0]] = m[k * step[2]] == keep ? g[k * step[1]] : T(0);
                       } else {
@@ -175,8 +184,20 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     const Shape& shape = x.shape();
     for_each_row<3>(shape, {out.strides(), x.strides(), broadcast_strides(mask, shape)},
                     [&](auto off, int64_t n, auto step) {
-                      for (int64_t k = 0; k < n; ++k)
-                        po[off[0] + k * step[0]] = pm[off[2] + k * step[2]] ? fill : px[off[1] + k * step[1]];
+                      T* o = po + off[0];
+                      const T* in = px + off[1];
+                      if (step[0] == 1 && step[1] == 1 && step[2] == 1) {  // contiguous rows
+                        // A select with both sides read, and the mask read as bytes (GCC vectorises
+                        // neither a conditional load nor a bool load).
+                        const auto* m = reinterpret_cast<const unsigned char*>(pm + off[2]);
+                        for (int64_t k = 0; k < n; ++k) {
+                          const T v = in[k];
+                          o[k] = m[k] ? fill : v;
+                        }
+                      } else {
+                        const bool* m = pm + off[2];
+                        for (int64_t k = 0; k < n; ++k) o[k * step[0]] = m[k * step[2]] ? fill : in[k * step[1]];
+                      }
                     });
   });
   if (auto* node = record<MaskedFillNode>(out, x)) node->mask = mask;

@@ -5,6 +5,7 @@
 // agree in every digit float32 (and most that float64) has, leaving noise or a negative variance.
 #include "autograd/ops/layernorm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -16,22 +17,39 @@
 namespace tapegrad {
 
 namespace {
-// Row sums in double as four interleaved partial sums: independent chains that the compiler can also
-// vectorise (only the rounding order differs from a single running sum).
-double sum4(const double* v, int64_t n) {
+// Row reductions in double as four interleaved partial sums: independent chains of additions that the
+// compiler also vectorises (only the rounding order differs from one running sum).
+template <class T>
+double row_sum(const T* x, int64_t n) {
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   int64_t k = 0;
   for (; k + 4 <= n; k += 4) {
-    s0 += v[k];
-    s1 += v[k + 1];
-    s2 += v[k + 2];
-    s3 += v[k + 3];
+    s0 += x[k];
+    s1 += x[k + 1];
+    s2 += x[k + 2];
+    s3 += x[k + 3];
   }
-  for (; k < n; ++k) s0 += v[k];
+  for (; k < n; ++k) s0 += x[k];
   return (s0 + s1) + (s2 + s3);
 }
 
-double dot4(const double* a, const double* b, int64_t n) {
+/// sum_k (x_k - μ)²
+template <class T>
+double row_centred_squares(const T* x, double mu, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t k = 0;
+  for (; k + 4 <= n; k += 4) {
+    s0 += (x[k] - mu) * (x[k] - mu);
+    s1 += (x[k + 1] - mu) * (x[k + 1] - mu);
+    s2 += (x[k + 2] - mu) * (x[k + 2] - mu);
+    s3 += (x[k + 3] - mu) * (x[k + 3] - mu);
+  }
+  for (; k < n; ++k) s0 += (x[k] - mu) * (x[k] - mu);
+  return (s0 + s1) + (s2 + s3);
+}
+
+/// sum_k a_k b_k
+double row_dot(const double* a, const double* b, int64_t n) {
   double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   int64_t k = 0;
   for (; k + 4 <= n; k += 4) {
@@ -43,6 +61,12 @@ double dot4(const double* a, const double* b, int64_t n) {
   for (; k < n; ++k) s0 += a[k] * b[k];
   return (s0 + s1) + (s2 + s3);
 }
+
+// Rows are processed in blocks: first each row's sums, then the divisions and square roots of the whole
+// block in one loop of independent operations (which vectorises), then the outputs. Done row by row,
+// each row of a narrow layer (C = 32) would be one long chain of latencies (sum, divide, sum, square
+// root, divide) that leaves the core mostly idle.
+constexpr int64_t kBlockRows = 64;
 }  // namespace
 
 // layer_norm.   x: (..., C), weight w: (C) or none, bias b: (C) or none -> y: (..., C);  per row of C:
@@ -71,31 +95,46 @@ struct LayerNormNode : NodeOf<LayerNormNode> {
     bool fresh = false;
     Tensor* dx = ctx.grad(0, &fresh);
     const int64_t C = xv.shape().back(), rows = C > 0 ? xv.numel() / C : 0;
-    std::vector<double> dw_sum(dw ? C : 0, 0.0), db_sum(db ? C : 0, 0.0), xhat(C), g(C);
+    std::vector<double> dw_sum(dw ? C : 0, 0.0), db_sum(db ? C : 0, 0.0);
+    std::vector<double> xhat(kBlockRows * C), g(kBlockRows * C);  // one block of rows
+    double mean_g[kBlockRows], mean_gx[kBlockRows];
     dispatch_float(xv.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       const T *px = xv.data<T>(), *pdy = dy.data<T>(), *pw = wv.defined() ? wv.data<T>() : nullptr;
       T* pdx = dx ? dx->data<T>() : nullptr;
-      for (int64_t row = 0; row < rows; ++row) {
-        const T *in = px + row * C, *d = pdy + row * C;
-        const double mu = mean[row], r = rstd[row];
-        for (int64_t k = 0; k < C; ++k) xhat[k] = (in[k] - mu) * r;
-        if (pw)
-          for (int64_t k = 0; k < C; ++k) g[k] = static_cast<double>(d[k]) * pw[k];
-        else
-          for (int64_t k = 0; k < C; ++k) g[k] = static_cast<double>(d[k]);
-        if (dw)
-          for (int64_t k = 0; k < C; ++k) dw_sum[k] += d[k] * xhat[k];
-        if (db)
-          for (int64_t k = 0; k < C; ++k) db_sum[k] += d[k];
+      for (int64_t row0 = 0; row0 < rows; row0 += kBlockRows) {
+        const int64_t count = std::min(kBlockRows, rows - row0);
+        for (int64_t i = 0; i < count; ++i) {  // x̂, g, dw, db and the two sums of each row
+          const int64_t row = row0 + i;
+          const T *in = px + row * C, *d = pdy + row * C;
+          double *xh = xhat.data() + i * C, *gi = g.data() + i * C;
+          const double mu = mean[row], r = rstd[row];
+          for (int64_t k = 0; k < C; ++k) xh[k] = (in[k] - mu) * r;
+          if (pw)
+            for (int64_t k = 0; k < C; ++k) gi[k] = static_cast<double>(d[k]) * pw[k];
+          else
+            for (int64_t k = 0; k < C; ++k) gi[k] = static_cast<double>(d[k]);
+          if (dw)
+            for (int64_t k = 0; k < C; ++k) dw_sum[k] += d[k] * xh[k];
+          if (db)
+            for (int64_t k = 0; k < C; ++k) db_sum[k] += d[k];
+          mean_g[i] = row_sum(gi, C);
+          mean_gx[i] = row_dot(gi, xh, C);
+        }
         if (!pdx) continue;
-        const double mean_g = sum4(g.data(), C) / static_cast<double>(C);
-        const double mean_gx = dot4(g.data(), xhat.data(), C) / static_cast<double>(C);
-        T* out = pdx + row * C;
-        if (fresh)
-          for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>(r * (g[k] - mean_g - xhat[k] * mean_gx));
-        else
-          for (int64_t k = 0; k < C; ++k) out[k] += static_cast<T>(r * (g[k] - mean_g - xhat[k] * mean_gx));
+        for (int64_t i = 0; i < count; ++i) {  // mean(g) and mean(g ⊙ x̂) of the block
+          mean_g[i] /= static_cast<double>(C);
+          mean_gx[i] /= static_cast<double>(C);
+        }
+        for (int64_t i = 0; i < count; ++i) {  // dx = r · (g - mean(g) - x̂ · mean(g ⊙ x̂))
+          const double r = rstd[row0 + i], mg = mean_g[i], mgx = mean_gx[i];
+          const double *xh = xhat.data() + i * C, *gi = g.data() + i * C;
+          T* out = pdx + (row0 + i) * C;
+          if (fresh)
+            for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>(r * (gi[k] - mg - xh[k] * mgx));
+          else
+            for (int64_t k = 0; k < C; ++k) out[k] += static_cast<T>(r * (gi[k] - mg - xh[k] * mgx));
+        }
       }
       if (dw)
         for (int64_t k = 0; k < C; ++k) dw->data<T>()[k] += static_cast<T>(dw_sum[k]);
@@ -136,26 +175,30 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     const T *px = xc.data<T>(), *pw = wc.defined() ? wc.data<T>() : nullptr,
             *pb = bc.defined() ? bc.data<T>() : nullptr;
     T* py = y.data<T>();
-    std::vector<double> centred(C);
-    for (int64_t row = 0; row < rows; ++row) {
-      const T* in = px + row * C;
-      T* out = py + row * C;
-      for (int64_t k = 0; k < C; ++k) centred[k] = in[k];
-      const double mu = sum4(centred.data(), C) / static_cast<double>(C);
-      for (int64_t k = 0; k < C; ++k) centred[k] = in[k] - mu;
-      const double var = dot4(centred.data(), centred.data(), C) / static_cast<double>(C);
-      const double r = 1.0 / std::sqrt(var + eps);
-      mean[row] = mu;
-      rstd[row] = r;
-      // y = x̂ ⊙ w + b, one loop per case so that each is a plain vectorisable loop
-      if (pw && pb)
-        for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>(centred[k] * r * pw[k] + pb[k]);
-      else if (pw)
-        for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>(centred[k] * r * pw[k]);
-      else if (pb)
-        for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>(centred[k] * r + pb[k]);
-      else
-        for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>(centred[k] * r);
+    double squares[kBlockRows];
+    for (int64_t row0 = 0; row0 < rows; row0 += kBlockRows) {
+      const int64_t count = std::min(kBlockRows, rows - row0);
+      for (int64_t i = 0; i < count; ++i) {  // μ and sum (x - μ)² of each row
+        const T* in = px + (row0 + i) * C;
+        const double mu = row_sum(in, C) / static_cast<double>(C);
+        mean[row0 + i] = mu;
+        squares[i] = row_centred_squares(in, mu, C);
+      }
+      for (int64_t i = 0; i < count; ++i)  // σ² and r of the block
+        rstd[row0 + i] = 1.0 / std::sqrt(squares[i] / static_cast<double>(C) + eps);
+      for (int64_t i = 0; i < count; ++i) {  // y = x̂ ⊙ w + b, one plain loop per case
+        const T* in = px + (row0 + i) * C;
+        T* out = py + (row0 + i) * C;
+        const double mu = mean[row0 + i], r = rstd[row0 + i];
+        if (pw && pb)
+          for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>((in[k] - mu) * r * pw[k] + pb[k]);
+        else if (pw)
+          for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>((in[k] - mu) * r * pw[k]);
+        else if (pb)
+          for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>((in[k] - mu) * r + pb[k]);
+        else
+          for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>((in[k] - mu) * r);
+      }
     }
   });
   if (auto* node = record<LayerNormNode>(y, x, weight, bias)) {

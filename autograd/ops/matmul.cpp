@@ -133,15 +133,15 @@ Tensor view_of(const Tensor& t, const Shape& shape, const Shape& strides) {
   return Tensor(std::move(impl));
 }
 
-/// a (..., M, K) as one (R, K) matrix of R = numel / K rows, sharing a's storage, when a has batch dims and
-/// its rows are evenly spaced through them with unit column stride (a contiguous (B, T, C) activation, or
-/// a slice of one's last dim); std::nullopt otherwise. Then a batch of products with one shared b is a
+/// a (..., K) as one (R, K) matrix of R = numel / K rows, sharing a's storage, when its rows are evenly
+/// spaced through all the leading dims with unit column stride (a contiguous (B, T, C) activation, or a
+/// slice of one's last dim); std::nullopt otherwise. Then a batch of products with one shared b is a
 /// single gemm (R, K) @ (K, N): one large product instead of B small ones, which BLAS runs far faster,
 /// and its backward likewise (db = aᵀ dout becomes one product with inner dim R, instead of B products
 /// of inner dim M added one after another).
 std::optional<Tensor> rows_view(const Tensor& a) {
   const int r = a.dim();
-  if (r < 3) return std::nullopt;
+  if (r < 1) return std::nullopt;
   const int64_t K = a.shape()[r - 1];
   if (K != 1 && a.strides()[r - 1] != 1) return std::nullopt;
   int64_t rows = 1, row_stride = -1;
@@ -213,7 +213,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   Tensor out = empty(out_shape, a.dtype());
   // A batch of products with one 2-D b (a Linear layer on (B, T, C)) is one product of a's rows.
   static const bool off = std::getenv("TG_NOFOLD") != nullptr;
-  const std::optional<Tensor> rows = b.dim() == 2 && !off ? rows_view(a) : std::nullopt;
+  const std::optional<Tensor> rows = a.dim() >= 3 && b.dim() == 2 && !off ? rows_view(a) : std::nullopt;
   if (rows) {
     const int64_t R = rows->shape()[0], N = out_shape.back();
     Tensor out_rows = view_of(out, Shape{R, N}, Shape{N, 1});
@@ -230,8 +230,77 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   return out;
 }
 
+// linear (matmul_bias).   x: (..., K), weight W: (N, K), bias b: (N) -> y: (..., N);  X = x as its (R, K)
+// rows (R = numel(x) / K), dY = dy as (R, N):
+// forward : y = X Wᵀ + b           one gemm over all R rows that starts from b in every row (beta = 1),
+//                                  so the output is written once and BLAS does not zero it first
+// backward: dX = dY W,  dW = dYᵀ X (summed over the rows by the product),  db = sum_rows dY
+// saves   : X as BLAS reads it, W
+struct MatmulBiasNode : NodeOf<MatmulBiasNode> {
+  static constexpr const char* kName = "matmul_bias";
+  Saved x_rows, weight;  // (R, K), (N, K)
+  void backward(const Tensor& dout, BackwardContext& ctx) override {
+    const Tensor &xv = x_rows.get(kName), &wv = weight.get(kName);
+    const int64_t R = xv.shape()[0], N = wv.shape()[0];
+    const Tensor dy = view_of(dout, Shape{R, N}, Shape{N, 1});  // dout is contiguous
+    // Each buffer is written when fresh (beta = 0), else added into, and written before the next is
+    // asked for (x, W and b may share a tensor).
+    bool fresh = false;
+    if (Tensor* dx = ctx.grad(0, &fresh)) {
+      Tensor dx_rows = view_of(*dx, xv.shape(), contiguous_strides(xv.shape()));
+      batched_gemm(dy, false, wv, false, dx_rows, Shape{}, !fresh);
+    }
+    if (Tensor* dw = ctx.grad(1, &fresh)) batched_gemm(dy, true, xv, false, *dw, Shape{}, !fresh);
+    ctx.accumulate(2, dy);  // db: dy's rows summed into (N)
+  }
+};
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const char* op = "linear";
+  if (x.dim() == 0 || weight.dim() != 2 || x.shape().back() != weight.shape()[1])
+    throw ShapeError(cat(op, ": x ", x.shape(), " @ weight ", weight.shape(),
+                         "ᵀ: weight must be (N, K) with K the last dim of x"));
+  check_same_float(x, weight, op);
+  if (!bias.defined()) return matmul(x, transpose(weight, 0, 1));
+  if (bias.dim() != 1 || bias.shape()[0] != weight.shape()[0])
+    throw ShapeError(cat(op, ": bias ", bias.shape(), " does not match weight ", weight.shape(), " (expected [",
+                         weight.shape()[0], "])"));
+  check_same_float(x, bias, op);
+  const int64_t N = weight.shape()[0];
+  std::optional<Tensor> rows = rows_view(x);
+  if (!rows) {  // rows not evenly spaced (a transposed view): a contiguous copy, not recorded
+    NoGradGuard no_grad;
+    rows = rows_view(x.clone());
+  }
+  const Tensor w = blas_readable(weight);
+  const Tensor b = bias.detach().contiguous();
+  Shape out_shape = x.shape();
+  out_shape[out_shape.rank() - 1] = N;
+  Tensor out = empty(out_shape, x.dtype());
+  const int64_t R = rows->shape()[0];
+  Tensor out_rows = view_of(out, Shape{R, N}, Shape{N, 1});
+  dispatch_float(x.dtype(), op, [&](auto tag) {  // every row starts as b
+    using T = decltype(tag);
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    for (int64_t r = 0; r < R; ++r) std::copy(pb, pb + N, po + r * N);
+  });
+  batched_gemm(*rows, false, w, true, out_rows, Shape{}, /*accumulate=*/true);  // onto b (b itself when K = 0)
+  if (auto* node = record<MatmulBiasNode>(out, x, weight, bias)) {
+    node->x_rows = *rows;
+    node->weight = w;
+  }
+  return out;
+}
+
 namespace {
 const bool registered = register_gradchecks({
+    op_case("matmul/linear", {{{2, 3, 4}}, {{5, 4}}, {{5}}}, [](auto& in) { return linear(in[0], in[1], in[2]); }),
+    op_case("matmul/linear/vector-input", {{{4}}, {{3, 4}}, {{3}}}, [](auto& in) { return linear(in[0], in[1], in[2]); }),
+    // x a transposed view (copied to rows first), weight a block of rows of a larger matrix (read in place)
+    op_case("matmul/linear/transposed-x-weight-rows", {{{4, 2, 3}}, {{6, 4}}, {{2}}},
+            [](auto& in) { return linear(transpose(in[0], 0, 2), slice(in[1], 0, 1, 3), in[2]); }),
+    op_case("matmul/linear/no-bias", {{{2, 3, 4}}, {{5, 4}}}, [](auto& in) { return linear(in[0], in[1], Tensor()); }),
     op_case("matmul/2d", {{{3, 4}}, {{4, 5}}}, [](auto& in) { return matmul(in[0], in[1]); }),
     op_case("matmul/batched-broadcast", {{{2, 1, 3, 4}}, {{3, 4, 2}}}, [](auto& in) { return matmul(in[0], in[1]); }),
     op_case("matmul/transposed-operands", {{{4, 3}}, {{2, 5, 4}}},

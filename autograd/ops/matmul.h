@@ -9,6 +9,11 @@ namespace tapegrad {
 /// Transposed or row-strided operands go to BLAS as transpose flags and leading dims, never copied.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+/// x Wᵀ + b, as torch.nn.functional.linear: one product over all of x's rows that starts from the bias,
+/// instead of a product and then a pass adding the bias. Without a bias it is matmul(x, Wᵀ).
+///   x: (..., K), weight: (N, K), bias: (N) or undefined -> (..., N)
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
 /// Controls how many threads OpenBLAS uses (tapegrad owns the threads; 0 = all cores).
 void set_num_threads(int threads);
 int num_threads();

@@ -61,7 +61,7 @@ Tensor reshaped(const Tensor& dy, const Shape& shape) { return make_view(dy, sha
 struct ReshapeNode : NodeOf<ReshapeNode> {
   static constexpr const char* kName = "reshape";
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    if (ctx.needs_grad(0)) ctx.accumulate(0, reshaped(dy, inputs[0].shape));
+    if (ctx.needs_grad(0)) ctx.pass_through(0, reshaped(dy, inputs[0].shape));
   }
 };
 
@@ -241,7 +241,7 @@ struct RestrideNode : NodeOf<RestrideNode> {
   void backward(const Tensor& dy, BackwardContext& ctx) override {
     if (!ctx.needs_grad(0)) return;
     const Shape& shape = inputs[0].shape;
-    if (dy.numel() == shape.numel()) ctx.accumulate(0, reshaped(dy, shape));
+    if (dy.numel() == shape.numel()) ctx.pass_through(0, reshaped(dy, shape));
     else ctx.accumulate(0, dy);  // expand: dx broadcasts to dy, so the expanded dims are summed
   }
 };
