@@ -1,7 +1,6 @@
 #include "autograd/tape.h"
 
 #include <sstream>
-#include <cstdlib>
 
 #include "autograd/kernels.h"
 
@@ -91,8 +90,6 @@ void add_edges(Node& node, std::initializer_list<const Tensor*> inputs, const ch
 Tensor* BackwardContext::grad(size_t k) { return grad(k, nullptr); }
 
 Tensor* BackwardContext::grad(size_t k, bool* fresh) {
-  static const bool off = std::getenv("TG_NOFRESH") != nullptr;
-  if (off && fresh) { *fresh = false; fresh = nullptr; }
   if (!needs_grad(k)) return nullptr;
   const Edge& edge = node_.inputs[k];
   Tensor& slot = edge.meta->node < 0 ? edge.meta->grad : slots_[edge.meta->node];

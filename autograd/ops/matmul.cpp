@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <optional>
-#include <cstdlib>
 
 #include "autograd/kernels.h"
 #include "autograd/ops/views.h"
@@ -163,7 +162,8 @@ std::optional<Tensor> rows_view(const Tensor& a) {
 // matmul.  a: (..., M, K), b: (..., K, N) -> out: (..., M, N)
 // forward : out[i,j] = sum_k a[i,k] b[k,j]           (per batch index, batch dims broadcast)
 // backward: da = dout @ bᵀ,  db = aᵀ @ dout           (summed over the batch dims each operand was
-//           broadcast along; gemm with beta = 1 adds each product into the gradient buffer)
+//           broadcast along; gemm with beta = 1 adds each product into the gradient buffer, beta = 0
+//           writes a fresh one)
 // saves   : a, b as the (possibly strided) views BLAS reads
 //           When b has no batch dims and a's rows fold into one matrix (rows_view), a is saved as that
 //           (R, K) matrix and all three products are single 2-D gemms over the R = numel(a) / K rows.
@@ -212,8 +212,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   out_shape.push_back(b.shape()[b.dim() - 1]);
   Tensor out = empty(out_shape, a.dtype());
   // A batch of products with one 2-D b (a Linear layer on (B, T, C)) is one product of a's rows.
-  static const bool off = std::getenv("TG_NOFOLD") != nullptr;
-  const std::optional<Tensor> rows = a.dim() >= 3 && b.dim() == 2 && !off ? rows_view(a) : std::nullopt;
+  const std::optional<Tensor> rows = a.dim() >= 3 && b.dim() == 2 ? rows_view(a) : std::nullopt;
   if (rows) {
     const int64_t R = rows->shape()[0], N = out_shape.back();
     Tensor out_rows = view_of(out, Shape{R, N}, Shape{N, 1});
@@ -281,9 +280,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out_rows = view_of(out, Shape{R, N}, Shape{N, 1});
   dispatch_float(x.dtype(), op, [&](auto tag) {  // every row starts as b
     using T = decltype(tag);
-    const T* pb = b.data<T>();
     T* po = out.data<T>();
-    for (int64_t r = 0; r < R; ++r) std::copy(pb, pb + N, po + r * N);
+    if (R == 0 || N == 0) return;
+    std::copy(b.data<T>(), b.data<T>() + N, po);
+    // then doubling: rows [0, n) copied onto [n, 2n), a few large copies instead of one call per row
+    for (int64_t n = 1; n < R; n *= 2) std::copy(po, po + std::min(n, R - n) * N, po + n * N);
   });
   batched_gemm(*rows, false, w, true, out_rows, Shape{}, /*accumulate=*/true);  // onto b (b itself when K = 0)
   if (auto* node = record<MatmulBiasNode>(out, x, weight, bias)) {

@@ -1,0 +1,166 @@
+// Storage: the bytes behind tensors. Small buffers come from malloc, large ones through a cache.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace tapegrad {
+
+// Training asks for the same buffer sizes every step: step N+1 allocates exactly what step N freed. So a
+// buffer of at least kCachedBytes is not returned to the system when its storage dies but kept in a free
+// list for its size (rounded up to whole pages), and the next request of that size takes it back: no
+// fresh pages to fault in and zero, and no heap fragmentation (glibc's heap, with large short-lived
+// buffers among small long-lived objects, held about twice the live bytes). Large buffers are their own
+// mappings, so a buffer that leaves the cache goes straight back to the system.
+//
+// Bound: idle bytes stay at most twice the most bytes ever live at once (a step's buffers need about
+// 1.2 times that when sizes repeat); beyond it the least recently freed buffers are unmapped, so buffers
+// of shapes no longer used (another sequence length, say) do not accumulate. release_cached_storage()
+// drops every idle buffer.
+//
+// Storages die on whatever thread drops the last reference, so the lists sit behind a mutex: one lock
+// per large allocation, which is noise next to writing the buffer.
+//
+// Sanitizer builds (and TAPEGRAD_STORAGE_CACHE=0) bypass the cache, so that AddressSanitizer sees every
+// use after free.
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr size_t kCachedBytes = kPage;  // smaller buffers come from malloc, which is fast at small sizes
+
+bool cache_enabled() {
+#if defined(__SANITIZE_ADDRESS__)
+  return false;
+#else
+  static const bool enabled = [] {
+    const char* env = std::getenv("TAPEGRAD_STORAGE_CACHE");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return enabled;
+#endif
+}
+
+class StorageCache {
+ public:
+  /// A page-aligned buffer of `bytes` (a multiple of kPage): an idle one of that size, else a new mapping.
+  void* allocate(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_ += bytes;
+      peak_live_ = std::max(peak_live_, live_);
+      auto it = idle_.find(bytes);
+      if (it != idle_.end() && !it->second.empty()) {
+        void* p = it->second.back().data;
+        it->second.pop_back();
+        idle_bytes_ -= bytes;
+        return p;
+      }
+    }
+    void* p = map(bytes);
+    if (!p) {  // out of address space or memory: give back what sits idle, then try once more
+      release_idle();
+      p = map(bytes);
+    }
+    if (!p) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_ -= bytes;
+      throw Error(cat("out of memory allocating ", bytes, " bytes"));
+    }
+    return p;
+  }
+
+  /// Takes back a buffer from allocate(bytes), keeping it for reuse within the bound.
+  void release(void* p, size_t bytes) {
+    std::vector<Idle> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_ -= bytes;
+      idle_[bytes].push_back({p, ++clock_});
+      idle_bytes_ += bytes;
+      while (idle_bytes_ > 2 * peak_live_) evicted.push_back(take_oldest());
+    }
+    for (const Idle& idle : evicted) ::munmap(idle.data, idle.bytes);
+  }
+
+  void release_idle() {
+    std::vector<Idle> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      while (idle_bytes_ > 0) evicted.push_back(take_oldest());
+    }
+    for (const Idle& idle : evicted) ::munmap(idle.data, idle.bytes);
+  }
+
+ private:
+  struct Idle {
+    void* data;
+    uint64_t freed_at;  // clock_ when it was released: smaller is older
+    size_t bytes = 0;
+  };
+
+  static void* map(size_t bytes) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+
+  /// Removes the least recently freed idle buffer (idle_bytes_ > 0; mutex held). Each list is in release
+  /// order, so the oldest is the front of one of them; there are only as many lists as buffer sizes.
+  Idle take_oldest() {
+    auto oldest = idle_.end();
+    for (auto it = idle_.begin(); it != idle_.end(); ++it)
+      if (!it->second.empty() && (oldest == idle_.end() || it->second.front().freed_at < oldest->second.front().freed_at))
+        oldest = it;
+    Idle idle = oldest->second.front();
+    idle.bytes = oldest->first;
+    oldest->second.erase(oldest->second.begin());
+    idle_bytes_ -= idle.bytes;
+    return idle;
+  }
+
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<Idle>> idle_;  // by size; each in release order (back = newest)
+  size_t live_ = 0, peak_live_ = 0, idle_bytes_ = 0;
+  uint64_t clock_ = 0;
+};
+
+/// Never destroyed: storages held by static objects may die after every other static.
+StorageCache& storage_cache() {
+  static StorageCache* cache = new StorageCache;
+  return *cache;
+}
+
+/// The size a buffer of `bytes` is allocated at, and whether it goes through the cache.
+size_t cached_size(size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+bool use_cache(size_t bytes) { return bytes >= kCachedBytes && cache_enabled(); }
+
+}  // namespace
+
+Storage::Storage(size_t nbytes) : bytes(nbytes) {
+  if (use_cache(nbytes)) {
+    data = storage_cache().allocate(cached_size(nbytes));  // page-aligned
+    return;
+  }
+  // 64-byte alignment suits AVX-512 loads; aligned_alloc wants a multiple of the alignment.
+  const size_t rounded = (nbytes + 63) / 64 * 64;
+  data = rounded ? std::aligned_alloc(64, rounded) : nullptr;
+  if (rounded && !data) throw Error(cat("out of memory allocating ", nbytes, " bytes"));
+}
+
+Storage::~Storage() {
+  if (use_cache(bytes))
+    storage_cache().release(data, cached_size(bytes));
+  else
+    std::free(data);
+}
+
+void release_cached_storage() {
+  if (cache_enabled()) storage_cache().release_idle();
+}
+
+}  // namespace tapegrad
