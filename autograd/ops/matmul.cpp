@@ -282,9 +282,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     using T = decltype(tag);
     T* po = out.data<T>();
     if (R == 0 || N == 0) return;
-    std::copy(b.data<T>(), b.data<T>() + N, po);
-    // then doubling: rows [0, n) copied onto [n, 2n), a few large copies instead of one call per row
-    for (int64_t n = 1; n < R; n *= 2) std::copy(po, po + std::min(n, R - n) * N, po + n * N);
+    // A stamp of about 4 KiB of rows, then the stamp copied block by block: a few copies of a size that
+    // memcpy moves fastest, instead of one short call per row.
+    const int64_t stamp = std::clamp<int64_t>(4096 / static_cast<int64_t>(N * sizeof(T)), 1, R);
+    for (int64_t r = 0; r < stamp; ++r) std::copy(b.data<T>(), b.data<T>() + N, po + r * N);
+    for (int64_t r = stamp; r < R; r += stamp) std::copy(po, po + std::min(stamp, R - r) * N, po + r * N);
   });
   batched_gemm(*rows, false, w, true, out_rows, Shape{}, /*accumulate=*/true);  // onto b (b itself when K = 0)
   if (auto* node = record<MatmulBiasNode>(out, x, weight, bias)) {
