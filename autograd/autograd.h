@@ -12,6 +12,7 @@
 #include "autograd/ops/softmax.h"
 #include "autograd/ops/unary.h"
 #include "autograd/ops/views.h"
+#include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"

@@ -32,6 +32,7 @@
 
 #include "autograd/ops/loss.h"
 #include "autograd/ops/matmul.h"
+#include "autograd/parallel.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
 #include "nn/classifier.h"

@@ -4,17 +4,17 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
+#include <vector>
 #include <optional>
 
 #include "autograd/kernels.h"
 #include "autograd/ops/views.h"
+#include "autograd/parallel.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
 
 namespace tapegrad {
-
-void set_num_threads(int threads) { openblas_set_num_threads(threads); }
-int num_threads() { return openblas_get_num_threads(); }
 
 namespace {
 
@@ -68,15 +68,42 @@ Shape batch_strides(const Tensor& t, const Shape& batch) {
   return strides;
 }
 
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float beta, float* c, int64_t ldc) {
+void blas_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
               a, lda, b, ldb, beta, c, ldc);
 }
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
-          int64_t ldb, double beta, double* c, int64_t ldc) {
+void blas_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+               const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0,
               a, lda, b, ldb, beta, c, ldc);
+}
+
+// A product worth sharing between threads: about 50 µs of one core's work. Smaller ones run whole on
+// the calling thread (waking a worker costs a few µs).
+constexpr int64_t kFlopsPerPart = 8'000'000;
+// Parts are whole multiples of this many rows (or columns), so that BLAS's register tiles stay full.
+constexpr int64_t kPartAlign = 32;
+
+/// c (+)= op(a) op(b), (m × n) row-major, split across tapegrad's threads along the longer side of c (rows
+/// of op(a) or columns of op(b)); each part is one single-threaded BLAS call. The split depends only on
+/// the shapes and the thread count, and every element of c is computed whole by one call, so results
+/// do not depend on timing.
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc) {
+  const int64_t longer = std::max(m, n), blocks = (longer + kPartAlign - 1) / kPartAlign;
+  const int64_t block_flops = 2 * k * std::min(m, n) * kPartAlign;
+  const int64_t grain = std::max<int64_t>(1, kFlopsPerPart / std::max<int64_t>(block_flops, 1));
+  parallel_for(blocks, grain, [&](int64_t first, int64_t last) {
+    const int64_t from = first * kPartAlign, to = std::min(longer, last * kPartAlign);
+    if (m >= n)  // rows [from, to) of c: rows of op(a)
+      blas_gemm(trans_a, trans_b, to - from, n, k, trans_a ? a + from : a + from * lda, lda, b, ldb, beta,
+                c + from * ldc, ldc);
+    else  // columns [from, to) of c: columns of op(b)
+      blas_gemm(trans_a, trans_b, m, to - from, k, a, lda, trans_b ? b + from * ldb : b + from, ldb, beta, c + from,
+                ldc);
+  });
 }
 
 /// c[batch] (+)= op(a[batch]) @ op(b[batch]) for every index of `batch`, where each operand's matrices
@@ -86,14 +113,12 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const dou
 /// zero when not accumulating).
 void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c, const Shape& batch,
                   bool accumulate) {
-  if (!accumulate) {
-    const Shape c_strides = batch_strides(c, batch);
-    for (int i = 0; i < batch.rank(); ++i)
-      if (batch[i] > 1 && c_strides[i] == 0) {  // several products per slice: zero it, then add them up
-        zero_fill(c);
-        accumulate = true;
-        break;
-      }
+  const Shape c_strides = batch_strides(c, batch);
+  bool shared_c = false;  // several products land in one slice of c
+  for (int i = 0; i < batch.rank(); ++i) shared_c = shared_c || (batch[i] > 1 && c_strides[i] == 0);
+  if (shared_c && !accumulate) {  // zero the slices, then add the products up
+    zero_fill(c);
+    accumulate = true;
   }
   const MatrixLayout la = *blas_layout(a), lb = *blas_layout(b);
   const int ra = a.dim(), rb = b.dim(), rc = c.dim();
@@ -105,18 +130,35 @@ void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Te
     using T = decltype(tag);
     const T *pa = a.data<T>(), *pb = b.data<T>();
     T* pc = c.data<T>();
-    for_each_row<3>(batch, {batch_strides(c, batch), batch_strides(a, batch), batch_strides(b, batch)},
+    // Every product's offsets into a, b and c (a buffer kept per thread: no allocation in steady state).
+    thread_local std::vector<std::array<int64_t, 3>> this_threads_offsets;
+    std::vector<std::array<int64_t, 3>>& offsets = this_threads_offsets;  // the workers read the caller's
+    offsets.clear();
+    for_each_row<3>(batch, {c_strides, batch_strides(a, batch), batch_strides(b, batch)},
                     [&](auto off, int64_t count, auto step) {
-                      for (int64_t i = 0; i < count; ++i) {
-                        T* out = pc + off[0] + i * step[0];
-                        if (k == 0) {  // an empty sum: nothing to add
-                          if (!accumulate) std::fill(out, out + m * n, T(0));
-                          continue;
-                        }
-                        gemm(trans_a, trans_b, m, n, k, pa + off[1] + i * step[1], la.ld, pb + off[2] + i * step[2],
-                             lb.ld, accumulate ? T(1) : T(0), out, n);
-                      }
+                      for (int64_t i = 0; i < count; ++i)
+                        offsets.push_back({off[0] + i * step[0], off[1] + i * step[1], off[2] + i * step[2]});
                     });
+    auto product = [&](const std::array<int64_t, 3>& off, bool split) {
+      T* out = pc + off[0];
+      if (k == 0) {  // an empty sum: nothing to add
+        if (!accumulate) std::fill(out, out + m * n, T(0));
+        return;
+      }
+      const T beta = accumulate ? T(1) : T(0);
+      if (split) gemm(trans_a, trans_b, m, n, k, pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
+      else blas_gemm(trans_a, trans_b, m, n, k, pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
+    };
+    const int64_t count = static_cast<int64_t>(offsets.size());
+    if (count == 1 || shared_c) {  // one product, or products that add into one slice: in order, each split
+      for (const auto& off : offsets) product(off, true);
+      return;
+    }
+    // Products that own their slices of c (the heads of attention): whole products spread over the threads.
+    const int64_t grain = std::max<int64_t>(1, kFlopsPerPart / std::max<int64_t>(2 * m * n * k, 1));
+    parallel_for(count, grain, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) product(offsets[i], false);
+    });
   });
   (void)rb;
 }

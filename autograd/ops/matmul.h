@@ -14,8 +14,4 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 ///   x: (..., K), weight: (N, K), bias: (N) or undefined -> (..., N)
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
-/// Controls how many threads OpenBLAS uses (tapegrad owns the threads; 0 = all cores).
-void set_num_threads(int threads);
-int num_threads();
-
 }  // namespace tapegrad

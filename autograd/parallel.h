@@ -1,0 +1,22 @@
+#pragma once
+// tapegrad's threads. One pool owns every thread the library computes on: matrix products are split
+// across it (BLAS itself runs single-threaded inside each part) and so are the row kernels. A second
+// owner would fight this one for the cores: an OpenMP region beside OpenBLAS's own thread pool made a
+// GEMM + elementwise loop 2.25× slower than either alone.
+#include <cstdint>
+#include <functional>
+
+namespace tapegrad {
+
+/// Sets the number of threads tapegrad computes on (0: every core the process may run on).
+void set_num_threads(int threads);
+/// The number set (at least 1); all cores until set_num_threads is called.
+int num_threads();
+
+/// Calls fn(begin, end) on disjoint ranges covering [0, n), in parallel across the pool, and returns when
+/// every call has. Each range holds at least `grain` items (the last may hold fewer), so work too small
+/// to share runs on the calling thread alone. A call made from inside a parallel_for runs serially. The
+/// first exception thrown by fn is rethrown here after every range has finished.
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& fn);
+
+}  // namespace tapegrad
