@@ -36,11 +36,12 @@ class Pool {
     std::lock_guard<std::mutex> job_lock(job_mutex_);  // not while a job runs
     stop_workers();
     stopping_ = false;
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
+    // A new worker waits for the next job, not the last one.
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, seen = generation_] { work(i, seen); });
   }
 
   void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-    const int64_t parts = std::min<int64_t>(size(), (n + grain - 1) / grain);
+    const int64_t parts = std::min<int64_t>(size(), n / grain);
     if (parts <= 1) {
       fn(0, n);
       return;
@@ -76,8 +77,7 @@ class Pool {
     inside_parallel_region = false;
   }
 
-  void work(int index) {
-    uint64_t seen = 0;
+  void work(int index, uint64_t seen) {
     for (;;) {
       {
         std::unique_lock<std::mutex> lock(mutex_);

@@ -1,0 +1,82 @@
+// The thread pool: every index once, small work kept on the caller, errors carried back, and results
+// that do not depend on the thread count beyond the stated tolerance.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+#include "autograd/autograd.h"
+
+using namespace tapegrad;
+
+namespace {
+/// Restores the thread count a test changed.
+struct ThreadCount {
+  explicit ThreadCount(int n) : previous(num_threads()) { set_num_threads(n); }
+  ~ThreadCount() { set_num_threads(previous); }
+  int previous;
+};
+}  // namespace
+
+TEST_CASE("parallel_for: covers every index exactly once, in ranges of at least the grain") {
+  ThreadCount threads(4);
+  for (int64_t n : {1, 7, 64, 1000}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::atomic<int64_t> smallest{n};
+    parallel_for(n, 5, [&](int64_t begin, int64_t end) {
+      if (end < n) smallest = std::min<int64_t>(smallest, end - begin);
+      for (int64_t i = begin; i < end; ++i) ++hits[static_cast<size_t>(i)];
+    });
+    for (auto& h : hits) CHECK(h == 1);
+    CHECK(smallest >= std::min<int64_t>(n, 5));
+  }
+}
+
+TEST_CASE("parallel_for: a nested call runs serially and an exception reaches the caller") {
+  ThreadCount threads(2);
+  std::atomic<int64_t> total{0};
+  parallel_for(100, 1, [&](int64_t begin, int64_t end) {
+    parallel_for(end - begin, 1, [&](int64_t b, int64_t e) { total += e - b; });
+  });
+  CHECK(total == 100);
+  CHECK_THROWS_WITH(parallel_for(100, 1,
+                                 [](int64_t begin, int64_t) {
+                                   if (begin > 0) throw std::runtime_error("part failed");
+                                 }),
+                    "part failed");
+  // The pool still works after a failed job.
+  std::atomic<int64_t> after{0};
+  parallel_for(10, 1, [&](int64_t b, int64_t e) { after += e - b; });
+  CHECK(after == 10);
+}
+
+TEST_CASE("set_num_threads: 0 means every core, and the count is kept") {
+  ThreadCount restore(num_threads());
+  set_num_threads(3);
+  CHECK(num_threads() == 3);
+  set_num_threads(0);
+  CHECK(num_threads() >= 1);
+}
+
+// Products split across threads compute each element of the result whole in one BLAS call, so a split
+// product equals the unsplit one to within the rounding of the kernels' own blocking: the tolerance
+// docs/performance.md states for --threads 1 against --threads 2 (relative 1e-5 in float32).
+TEST_CASE("matmul and attention-style batches: 1 and 4 threads agree (float32, rel 1e-5)") {
+  Generator gen(5);
+  const Tensor a = randn({512, 256}, gen), b = randn({256, 384}, gen);
+  const Tensor qa = randn({8, 4, 64, 32}, gen), kb = randn({8, 4, 32, 64}, gen);
+  Tensor one, one_batched, four, four_batched;
+  {
+    ThreadCount threads(1);
+    one = matmul(a, b);
+    one_batched = matmul(qa, kb);
+  }
+  {
+    ThreadCount threads(4);
+    four = matmul(a, b);
+    four_batched = matmul(qa, kb);
+  }
+  CHECK(max_abs_diff(one, four) <= 1e-5 * max_abs_diff(one, zeros_like(one)));
+  CHECK(max_abs_diff(one_batched, four_batched) <= 1e-5 * max_abs_diff(one_batched, zeros_like(one_batched)));
+}
