@@ -1,5 +1,6 @@
 #pragma once
 // The BLAS behind every matrix product, and which of its kernels run.
+#include <cstdint>
 #include <string>
 
 namespace tapegrad {
@@ -15,5 +16,12 @@ struct BlasInfo {
 
 /// What the BLAS runs with now. The kernel choice is made once, when the library loads (see blas.cpp).
 BlasInfo blas_info();
+
+/// c = alpha · op(a) op(b) + beta · c on row-major matrices (op transposes when trans_*), one BLAS call
+/// on the calling thread: sgemm / dgemm.   op(a): (m, k), op(b): (k, n), c: (m, n)
+void blas_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void blas_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+               int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
 }  // namespace tapegrad

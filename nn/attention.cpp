@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/ops/attention.h"
 #include "autograd/ops/dropout.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/indexing.h"
@@ -13,6 +14,7 @@
 #include "autograd/ops/softmax.h"
 #include "autograd/ops/views.h"
 #include "autograd/registry.h"
+#include "autograd/tape.h"
 #include "nn/init.h"
 
 namespace tapegrad::nn {
@@ -143,12 +145,22 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
                          " must have one shape, and the batch of query ", query.shape()));
   const int64_t B = query.size(0), T_q = query.size(1), T_k = key.size(1);
 
-  Tensor q, k, v;
+  // Self-attention without dropout and with masks that take no gradient runs as one fused op on the
+  // packed projection (autograd/ops/attention.cpp): the same function without the per-head copies and
+  // score tensors. Returned weights are then data, so weights wanted under grad take the composed path.
+  auto no_grad_mask = [](const Tensor& m, int rank) { return !m.defined() || (m.dim() == rank && !m.requires_grad()); };
+  const bool self = query.same(key) && key.same(value);
+  const bool fused = self && !(is_training() && options_.dropout > 0) && !(need_weights && grad_enabled()) &&
+                     no_grad_mask(attn_mask, 2) && no_grad_mask(key_padding_mask, 2);
+  Tensor qkv, q, k, v;
   auto rows = [&](const Tensor& t, int64_t from, int64_t to) { return t.defined() ? slice(t, 0, from, to) : Tensor{}; };
-  if (query.same(key) && key.same(value)) {
+  if (self) {
     // Self-attention: one product with the whole [3C, C] weight, then three views of width C.
-    const std::vector<Tensor> qkv = split(project(query, in_proj_weight, in_proj_bias), C, -1);
-    q = qkv[0], k = qkv[1], v = qkv[2];
+    qkv = project(query, in_proj_weight, in_proj_bias);
+    if (!fused) {
+      const std::vector<Tensor> parts = split(qkv, C, -1);
+      q = parts[0], k = parts[1], v = parts[2];
+    }
   } else {
     q = project(query, rows(in_proj_weight, 0, C), rows(in_proj_bias, 0, C));
     if (key.same(value)) {
@@ -182,6 +194,10 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     throw ShapeError(cat("MultiHeadAttention: key_padding_mask ", key_padding_mask.shape(), " must be (B, T_k) = [", B,
                          ",", T_k, "]"));
 
+  if (fused) {
+    FusedAttention heads = fused_self_attention(qkv, H, attn_mask, key_padding_mask, need_weights);
+    return {out_proj_->forward(heads.output), need_weights ? heads.weights : Tensor{}};
+  }
   AttentionResult heads =
       scaled_dot_product_attention(split_heads(q, T_q), split_heads(k, T_k), split_heads(v, T_k), mask,
                                    key_padding_mask, options_.dropout, is_training(), dropout_rng_.get());

@@ -1,13 +1,12 @@
 // Matrix products on CBLAS.   a: (..., M, K), b: (..., K, N) -> out: (..., M, N)
 #include "autograd/ops/matmul.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <array>
 #include <vector>
 #include <optional>
 
+#include "autograd/blas.h"
 #include "autograd/kernels.h"
 #include "autograd/ops/views.h"
 #include "autograd/parallel.h"
@@ -68,17 +67,6 @@ Shape batch_strides(const Tensor& t, const Shape& batch) {
   return strides;
 }
 
-void blas_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
-              a, lda, b, ldb, beta, c, ldc);
-}
-void blas_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
-               const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0,
-              a, lda, b, ldb, beta, c, ldc);
-}
-
 // A product worth sharing between threads: about 50 µs of one core's work. Smaller ones run whole on
 // the calling thread (waking a worker costs a few µs).
 constexpr int64_t kFlopsPerPart = 8'000'000;
@@ -98,10 +86,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* 
   parallel_for(blocks, grain, [&](int64_t first, int64_t last) {
     const int64_t from = first * kPartAlign, to = std::min(longer, last * kPartAlign);
     if (m >= n)  // rows [from, to) of c: rows of op(a)
-      blas_gemm(trans_a, trans_b, to - from, n, k, trans_a ? a + from : a + from * lda, lda, b, ldb, beta,
+      blas_gemm(trans_a, trans_b, to - from, n, k, T(1), trans_a ? a + from : a + from * lda, lda, b, ldb, beta,
                 c + from * ldc, ldc);
     else  // columns [from, to) of c: columns of op(b)
-      blas_gemm(trans_a, trans_b, m, to - from, k, a, lda, trans_b ? b + from * ldb : b + from, ldb, beta, c + from,
+      blas_gemm(trans_a, trans_b, m, to - from, k, T(1), a, lda, trans_b ? b + from * ldb : b + from, ldb, beta, c + from,
                 ldc);
   });
 }
@@ -147,7 +135,7 @@ void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Te
       }
       const T beta = accumulate ? T(1) : T(0);
       if (split) gemm(trans_a, trans_b, m, n, k, pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
-      else blas_gemm(trans_a, trans_b, m, n, k, pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
+      else blas_gemm(trans_a, trans_b, m, n, k, T(1), pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
     };
     const int64_t count = static_cast<int64_t>(offsets.size());
     if (count == 1 || shared_c) {  // one product, or products that add into one slice: in order, each split

@@ -224,6 +224,35 @@ int checked_dim(const Tensor& x, int64_t dim, const char* op) {
 
 }  // namespace
 
+// Row kernels for fused ops (attention): the same arithmetic as softmax and its backward on one row.
+namespace {
+template <class T>
+void softmax_row_impl(const T* x, T* y, int64_t n) {
+  const std::integral_constant<int64_t, 1> unit;
+  const T m = row_max(x, n, unit);
+  if (m == T(kNegInf)) {  // fully masked row: see the file comment
+    std::fill(y, y + n, T(0));
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) exp_shifted(x, m, y, n);
+  else for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - m);
+  const T inv = static_cast<T>(1.0 / sum_double(y, n, unit));
+  for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+}
+template <class T>
+void softmax_row_backward_impl(const T* y, const T* dy, T* dx, int64_t n) {
+  const T c = static_cast<T>(dot_double(dy, y, n, std::integral_constant<int64_t, 1>{}));  // <dy, y>
+  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] * (dy[i] - c);
+}
+}  // namespace
+
+void softmax_row(const float* x, float* y, int64_t n) { softmax_row_impl(x, y, n); }
+void softmax_row(const double* x, double* y, int64_t n) { softmax_row_impl(x, y, n); }
+void softmax_row_backward(const float* y, const float* dy, float* dx, int64_t n) { softmax_row_backward_impl(y, dy, dx, n); }
+void softmax_row_backward(const double* y, const double* dy, double* dx, int64_t n) {
+  softmax_row_backward_impl(y, dy, dx, n);
+}
+
 // softmax over dim.   x: (..., n, ...) -> y: same shape;  per row (the n elements along dim):
 // forward : y_i = exp(x_i - m) / sum_j exp(x_j - m),  m = max_j x_j   (m cancels; it only keeps exp ≤ 1)
 // Jacobian: dy_i/dx_k = y_i δ_ik - y_i y_k,  i.e. J = diag(y) - y yᵀ   (symmetric)

@@ -358,3 +358,37 @@ TEST_CASE("nn: attention dropout: the returned weights are after dropout (as PyT
 TEST_CASE("nn: attention gradient checks pass (scaled dot-product, self-, cross-attention with masks)") {
   CHECK(run_gradchecks({"nn/sdpa/", "nn/multi_head_attention/"}) == 5);
 }
+
+// The fused self-attention path (autograd/ops/attention.cpp) against the composed one (split heads,
+// scaled_dot_product_attention, merge), which MultiHeadAttention takes when the weights are wanted under
+// grad: outputs, weights and every gradient agree in float64, with masks, and on 1 and 2 threads alike.
+TEST_CASE("nn: fused self-attention equals the composed path, values and gradients, on 1 and 2 threads") {
+  Generator gen(907);
+  MultiHeadAttention layer({8, 4}, gen, nullptr);
+  layer.to(DType::float64);
+  const Tensor x = randn({3, 5, 8}, gen, DType::float64).requires_grad_();
+  const Tensor cotangent = randn({3, 5, 8}, gen, DType::float64);
+  const Tensor padding = mask({0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1}, {3, 5});
+  const Tensor causal = causal_mask(5);
+  auto run = [&](bool composed, int threads) {
+    set_num_threads(threads);
+    for (auto& [name, p] : layer.named_parameters()) p.zero_grad();
+    x.zero_grad();
+    AttentionResult r = layer.forward(x, x, x, causal, padding, /*need_weights=*/composed);
+    backward(r.output, cotangent);
+    std::vector<Tensor> grads{r.output.detach(), x.grad().clone()};
+    for (auto& [name, p] : layer.named_parameters()) grads.push_back(p.grad().clone());
+    if (composed) grads.push_back(r.weights.detach());
+    return grads;
+  };
+  const std::vector<Tensor> composed = run(true, 1), fused1 = run(false, 1), fused2 = run(false, 2);
+  set_num_threads(0);
+  for (size_t i = 0; i + 1 < composed.size(); ++i) {
+    INFO("tensor " << i << " (0: output, 1: dx, then the parameters' gradients)");
+    CHECK(max_abs_diff(composed[i], fused1[i]) < 1e-12);
+    CHECK(max_abs_diff(fused1[i], fused2[i]) == 0);  // each head is computed whole by one thread
+  }
+  NoGradGuard no_grad;
+  const Tensor fused_weights = layer.forward(x, x, x, causal, padding, true).weights;
+  CHECK(max_abs_diff(fused_weights, composed.back()) < 1e-12);
+}
