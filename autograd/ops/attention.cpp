@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "autograd/blas.h"
+#include "autograd/ops/indexing.h"
 #include "autograd/ops/softmax.h"
 #include "autograd/parallel.h"
 #include "autograd/registry.h"
@@ -29,17 +30,23 @@ namespace {
 
 constexpr const char* kOp = "fused_self_attention";
 
-/// A mask's value for (batch b, query i, key j): added to the score (-inf hides the key).
-struct MaskReader {
-  const Tensor* mask = nullptr;
-  bool per_batch = false;  // (B, T) key padding; else (T, T) attention mask
-  template <class T>
-  T add(int64_t b, int64_t i, int64_t j, int64_t T_len) const {
-    const int64_t index = per_batch ? b * T_len + j : i * T_len + j;
-    if (mask->dtype() == DType::boolean)
-      return mask->data<bool>()[index] ? -std::numeric_limits<T>::infinity() : T(0);
-    return mask->data<T>()[index];
-  }
+/// A mask as the numbers added to the scores, in the scores' dtype: -inf where a bool mask hides a key,
+/// a float mask's own values. Undefined stays undefined. Made once per call, so that the per-head loops
+/// add plain rows.
+Tensor additive(const Tensor& mask, DType dtype) {
+  if (!mask.defined() || mask.dtype() != DType::boolean) return mask;
+  NoGradGuard no_grad;
+  return where(mask, full(mask.shape(), -std::numeric_limits<double>::infinity(), dtype), zeros(mask.shape(), dtype));
+}
+
+/// The additive masks of one call: attn (T, T) and padding (B, T), either possibly absent.
+template <class F>
+struct AddedMasks {
+  const F* attn = nullptr;
+  const F* padding = nullptr;
+  AddedMasks(const Tensor& attn_mask, const Tensor& key_padding_mask)
+      : attn(attn_mask.defined() ? attn_mask.data<F>() : nullptr),
+        padding(key_padding_mask.defined() ? key_padding_mask.data<F>() : nullptr) {}
 };
 
 void check_mask(const Tensor& mask, const Tensor& qkv, bool per_batch, const char* what) {
@@ -69,14 +76,17 @@ T* scratch(int64_t count) {
 
 /// P = softmax(s · Q Kᵀ + masks) for head (b, h), into P (T, T); S is (T, T) scratch.
 template <class F>
-void head_weights(const F* q, const F* k, int64_t ld, int64_t T, int64_t D, F scale, const MaskReader (&masks)[2],
+void head_weights(const F* q, const F* k, int64_t ld, int64_t T, int64_t D, F scale, const AddedMasks<F>& masks,
                   int64_t b, F* S, F* P) {
   blas_gemm(false, true, T, T, D, scale, q, ld, k, ld, F(0), S, T);  // S = s Q Kᵀ
-  for (const MaskReader& m : masks)
-    if (m.mask->defined())
-      for (int64_t i = 0; i < T; ++i)
-        for (int64_t j = 0; j < T; ++j) S[i * T + j] += m.add<F>(b, i, j, T);
-  for (int64_t i = 0; i < T; ++i) softmax_row(S + i * T, P + i * T, T);
+  for (int64_t i = 0; i < T; ++i) {
+    F* row = S + i * T;
+    if (masks.attn)
+      for (int64_t j = 0; j < T; ++j) row[j] += masks.attn[i * T + j];
+    if (masks.padding)
+      for (int64_t j = 0; j < T; ++j) row[j] += masks.padding[b * T + j];
+    softmax_row(row, P + i * T, T);
+  }
 }
 
 }  // namespace
@@ -91,7 +101,7 @@ void head_weights(const F* q, const F* k, int64_t ld, int64_t T, int64_t D, F sc
 //                                            hidden score has P = 0, so it gets no gradient
 //           dQ = s · dS K,   dK = s · dSᵀ Q
 //           written (or added) into the matching blocks of dqkv
-// saves   : qkv (its blocks are Q, K, V) and the masks; P is recomputed (see the file comment)
+// saves   : qkv (its blocks are Q, K, V) and the masks as added numbers; P is recomputed (file comment)
 struct FusedAttentionNode : NodeOf<FusedAttentionNode> {
   static constexpr const char* kName = "fused_self_attention";
   Saved qkv, attn_mask, key_padding_mask;  // masks are data: no gradient reaches them
@@ -108,7 +118,7 @@ struct FusedAttentionNode : NodeOf<FusedAttentionNode> {
       using F = decltype(tag);
       const F scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(D)));
       const F beta = fresh ? F(0) : F(1);  // every element of dqkv is written by exactly one head's products
-      const MaskReader masks[2] = {{&attn_mask.get(kName), false}, {&key_padding_mask.get(kName), true}};
+      const AddedMasks<F> masks(attn_mask.get(kName), key_padding_mask.get(kName));
       const F *px = x.data<F>(), *pdo = dout.data<F>();
       F* pdx = dx->data<F>();
       parallel_for(B * H, 1, [&](int64_t first, int64_t last) {
@@ -143,10 +153,11 @@ FusedAttention fused_self_attention(const Tensor& qkv, int64_t n_heads, const Te
   const Tensor x = qkv.contiguous();
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2) / 3, H = n_heads, D = C / H;
   FusedAttention result{empty({B, T, C}, x.dtype()), return_weights ? empty({B, H, T, T}, x.dtype()) : Tensor{}};
-  const MaskReader masks[2] = {{&attn_mask, false}, {&key_padding_mask, true}};
+  const Tensor attn_added = additive(attn_mask, x.dtype()), padding_added = additive(key_padding_mask, x.dtype());
   dispatch_float(x.dtype(), kOp, [&](auto tag) {
     using F = decltype(tag);
     const F scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(D)));
+    const AddedMasks<F> masks(attn_added, padding_added);
     const F* px = x.data<F>();
     F* po = result.output.data<F>();
     parallel_for(B * H, 1, [&](int64_t first, int64_t last) {
@@ -163,8 +174,8 @@ FusedAttention fused_self_attention(const Tensor& qkv, int64_t n_heads, const Te
   });
   if (auto* node = record<FusedAttentionNode>(result.output, qkv)) {
     node->qkv = x;
-    node->attn_mask = attn_mask;
-    node->key_padding_mask = key_padding_mask;
+    node->attn_mask = attn_added;
+    node->key_padding_mask = padding_added;
     node->heads = H;
   }
   return result;
