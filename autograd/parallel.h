@@ -19,4 +19,11 @@ int num_threads();
 /// first exception thrown by fn is rethrown here after every range has finished.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& fn);
 
+/// The grain for items of about `flops` floating-point operations each: enough items per range for about
+/// 50 µs of one core's work, so that waking a worker (a few µs) is worth it.
+inline int64_t grain_for_flops(int64_t flops) {
+  constexpr int64_t kFlopsPerRange = 8'000'000;
+  return flops >= kFlopsPerRange ? 1 : kFlopsPerRange / (flops > 0 ? flops : 1);
+}
+
 }  // namespace tapegrad

@@ -121,7 +121,7 @@ struct FusedAttentionNode : NodeOf<FusedAttentionNode> {
       const AddedMasks<F> masks(attn_mask.get(kName), key_padding_mask.get(kName));
       const F *px = x.data<F>(), *pdo = dout.data<F>();
       F* pdx = dx->data<F>();
-      parallel_for(B * H, 1, [&](int64_t first, int64_t last) {
+      parallel_for(B * H, grain_for_flops(10 * T * T * D), [&](int64_t first, int64_t last) {  // 5 products
         F *P = scratch<F>(2 * T * T), *dP = P + T * T;
         for (int64_t bh = first; bh < last; ++bh) {
           const int64_t b = bh / H, h = bh % H;
@@ -160,7 +160,7 @@ FusedAttention fused_self_attention(const Tensor& qkv, int64_t n_heads, const Te
     const AddedMasks<F> masks(attn_added, padding_added);
     const F* px = x.data<F>();
     F* po = result.output.data<F>();
-    parallel_for(B * H, 1, [&](int64_t first, int64_t last) {
+    parallel_for(B * H, grain_for_flops(4 * T * T * D), [&](int64_t first, int64_t last) {  // 2 products
       F *S = scratch<F>(2 * T * T), *P = S + T * T;
       for (int64_t bh = first; bh < last; ++bh) {
         const int64_t b = bh / H, h = bh % H;

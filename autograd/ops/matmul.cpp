@@ -67,9 +67,6 @@ Shape batch_strides(const Tensor& t, const Shape& batch) {
   return strides;
 }
 
-// A product worth sharing between threads: about 50 µs of one core's work. Smaller ones run whole on
-// the calling thread (waking a worker costs a few µs).
-constexpr int64_t kFlopsPerPart = 8'000'000;
 // Parts are whole multiples of this many rows (or columns), so that BLAS's register tiles stay full.
 constexpr int64_t kPartAlign = 32;
 
@@ -82,7 +79,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* 
           int64_t ldb, T beta, T* c, int64_t ldc) {
   const int64_t longer = std::max(m, n), blocks = (longer + kPartAlign - 1) / kPartAlign;
   const int64_t block_flops = 2 * k * std::min(m, n) * kPartAlign;
-  const int64_t grain = std::max<int64_t>(1, kFlopsPerPart / std::max<int64_t>(block_flops, 1));
+  const int64_t grain = grain_for_flops(block_flops);
   parallel_for(blocks, grain, [&](int64_t first, int64_t last) {
     const int64_t from = first * kPartAlign, to = std::min(longer, last * kPartAlign);
     if (m >= n)  // rows [from, to) of c: rows of op(a)
@@ -143,7 +140,7 @@ void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Te
       return;
     }
     // Products that own their slices of c (the heads of attention): whole products spread over the threads.
-    const int64_t grain = std::max<int64_t>(1, kFlopsPerPart / std::max<int64_t>(2 * m * n * k, 1));
+    const int64_t grain = grain_for_flops(2 * m * n * k);
     parallel_for(count, grain, [&](int64_t first, int64_t last) {
       for (int64_t i = first; i < last; ++i) product(offsets[i], false);
     });

@@ -364,12 +364,17 @@ TEST_CASE("nn: attention gradient checks pass (scaled dot-product, self-, cross-
 // grad: outputs, weights and every gradient agree in float64, with masks, and on 1 and 2 threads alike.
 TEST_CASE("nn: fused self-attention equals the composed path, values and gradients, on 1 and 2 threads") {
   Generator gen(907);
-  MultiHeadAttention layer({8, 4}, gen, nullptr);
+  // Large enough that the heads are shared between threads (autograd/parallel.h's grain).
+  const int64_t B = 4, T = 64, C = 128;
+  MultiHeadAttention layer({C, 4}, gen, nullptr);
   layer.to(DType::float64);
-  const Tensor x = randn({3, 5, 8}, gen, DType::float64).requires_grad_();
-  const Tensor cotangent = randn({3, 5, 8}, gen, DType::float64);
-  const Tensor padding = mask({0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1}, {3, 5});
-  const Tensor causal = causal_mask(5);
+  const Tensor x = randn({B, T, C}, gen, DType::float64).requires_grad_();
+  const Tensor cotangent = randn({B, T, C}, gen, DType::float64);
+  std::vector<int> pads(B * T);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = T - 5 * b; t < T; ++t) pads[b * T + t] = 1;  // batch b: its last 5·b keys are padding
+  const Tensor padding = mask(pads, {B, T});
+  const Tensor causal = causal_mask(T);
   auto run = [&](bool composed, int threads) {
     set_num_threads(threads);
     for (auto& [name, p] : layer.named_parameters()) p.zero_grad();
