@@ -37,28 +37,12 @@ test-asan: deps
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
 
-# Training speed against PyTorch (not part of `make test`): bench/train_step.cpp and its PyTorch twin
-# bench/train_step_torch.py time the same steps on one fixed batch, one thread each; the ratio is
-# tapegrad steps/s ÷ PyTorch steps/s (above 1: tapegrad is faster), from wall-clock time and from CPU
-# time (which a busy neighbour disturbs less). Each line is one run on a shared machine, so compare
-# ratios, not absolute rates. PYTHON must be an interpreter that has torch.
-PYTHON       ?= /usr/bin/python3
-BENCH_SMALL  ?= --d-model 32 --heads 2 --d-ff 64 --layers 2 --seq 32 --batch 64 --warmup 30 --steps 500
-BENCH_MEDIUM ?= --d-model 128 --heads 4 --d-ff 512 --layers 4 --seq 64 --batch 32 --warmup 5 --steps 50
-bench: deps $(BUILD)/CMakeCache.txt
-	cmake --build $(BUILD) -j $(JOBS) --target bench_train_step
-	@for config in small medium; do \
-	  if [ $$config = small ]; then args="$(BENCH_SMALL)"; else args="$(BENCH_MEDIUM)"; fi; \
-	  echo "== $$config: $$args"; \
-	  ours=$$(./$(BUILD)/bench/bench_train_step $$args) || exit 1; \
-	  theirs=$$($(PYTHON) bench/train_step_torch.py $$args) || exit 1; \
-	  echo "$$ours" | grep -v '^RESULT'; echo "$$theirs" | grep -v '^RESULT'; \
-	  printf '%s\n%s\n' "$$(echo "$$ours" | grep '^RESULT')" "$$(echo "$$theirs" | grep '^RESULT')" | awk -v c=$$config ' \
-	    { for (i = 2; i <= NF; ++i) { split($$i, kv, "="); v[NR, kv[1]] = kv[2] } } \
-	    END { printf "== %s: speed ratio %.2fx wall-clock, %.2fx per CPU second (tapegrad / PyTorch steps/s); peak RSS ratio %.2f (tapegrad / PyTorch)\n", \
-	          c, v[1, "steps_per_s"] / v[2, "steps_per_s"], v[1, "steps_per_cpu_s"] / v[2, "steps_per_cpu_s"], \
-	          v[1, "peak_rss_mib"] / v[2, "peak_rss_mib"] }'; \
-	done
+# Training speed and memory against PyTorch (not part of `make test`): `tapegrad bench` on the small and
+# medium models, its PyTorch twin at PyTorch's best thread count and OPENBLAS_CORETYPE, and the peak memory
+# of a medium `tapegrad train` run; one table of ratios (bench/compare.py, docs/performance.md). The twin
+# runs when /usr/bin/python3 has Debian's python3-torch. An OPENBLAS_CORETYPE in your environment is obeyed.
+bench: build
+	/usr/bin/python3 bench/compare.py ./$(BUILD)/tapegrad
 
 clean:
 	rm -rf $(BUILD) build-asan

@@ -2,6 +2,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -45,6 +46,8 @@ bool cache_enabled() {
   return enabled;
 #endif
 }
+
+std::atomic<uint64_t> new_mappings{0};
 
 class StorageCache {
  public:
@@ -106,7 +109,9 @@ class StorageCache {
 
   static void* map(size_t bytes) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    return p == MAP_FAILED ? nullptr : p;
+    if (p == MAP_FAILED) return nullptr;
+    new_mappings.fetch_add(1, std::memory_order_relaxed);
+    return p;
   }
 
   /// Removes the least recently freed idle buffer (idle_bytes_ > 0; mutex held). Each list is in release
@@ -158,6 +163,8 @@ Storage::~Storage() {
   else
     std::free(data);
 }
+
+uint64_t storage_mappings() { return new_mappings.load(std::memory_order_relaxed); }
 
 void release_cached_storage() {
   if (cache_enabled()) storage_cache().release_idle();

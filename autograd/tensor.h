@@ -125,6 +125,9 @@ struct AutogradMeta {
 /// Returns the idle buffers that the storage cache keeps for reuse to the system (the cache holds at most
 /// twice the most bytes ever live at once).
 void release_cached_storage();
+/// How many buffers the storage cache has taken from the system (mmap) so far: steady-state training
+/// steps, which reuse the buffers of the step before, take none.
+uint64_t storage_mappings();
 
 // ---- creation ----
 /// Uninitialised contiguous tensor.

@@ -434,3 +434,31 @@ TEST_CASE("train: cli a model without encoder layers trains and its checkpoint l
   INFO("resume stderr: " << resumed.err);
   CHECK(resumed.exit_code == 0);
 }
+
+TEST_CASE("cli: bench --json gives one line of sane figures per configuration, and bad flags one error line") {
+  TempDir dir("tapegrad_test_cli");
+  const Result r = run_cli(dir, "bench --config small,small --d-model 16 --heads 2 --d-ff 32 --layers 1 --seq 8 "
+                                "--batch 4 --warmup 1 --steps 5 --threads 1 --json");
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<std::string> lines = lines_of(r.out);
+  REQUIRE(lines.size() == 2);
+  for (const std::string& line : lines) {
+    const json j = json::parse(line);
+    CHECK(j.at("config") == "small");
+    CHECK(j.at("d_model") == 16);
+    CHECK(j.at("threads") == 1);
+    CHECK(j.at("steps_per_second").get<double>() > 0);
+    CHECK(j.at("tokens_per_second").get<double>() == Approx(j.at("steps_per_second").get<double>() * 32));
+    // FLOPs of the step by the documented formula (train/bench.cpp): N = 32 rows, C 16, F 32, T 8, 8 classes.
+    const double layer = 2.0 * 32 * 16 * 48 + 2.0 * 32 * 16 * 16 + 4.0 * 4 * 8 * 8 * 16 + 4.0 * 32 * 16 * 32;
+    CHECK(j.at("gflop_per_step").get<double>() == Approx(3 * (layer + 2.0 * 4 * 16 * 8) / 1e9));
+    const double mfu = j.at("model_flop_utilisation").get<double>();
+    CHECK((mfu > 0 && mfu <= 1));
+    CHECK(j.at("heap_allocations_per_step").is_number());  // the executable counts its allocations
+    CHECK(j.at("peak_rss_mib").get<double>() > 0);
+    CHECK(!j.at("blas_kernels").get<std::string>().empty());
+  }
+  require_one_line_error(run_cli(dir, "bench --config huge"), "unknown configuration 'huge'");
+  require_one_line_error(run_cli(dir, "bench --config small --seq 2"), "--seq >= 4");
+}

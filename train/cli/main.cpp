@@ -8,6 +8,7 @@
 
 #include "autograd/autograd.h"
 #include "train/batching.h"
+#include "train/bench.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/plots.h"
@@ -264,6 +265,45 @@ void add_gradcheck(CLI::App& app, bool& as_json, std::string& filter) {
   });
 }
 
+struct BenchFlags {
+  std::vector<std::string> configs{"small", "medium"};
+  int64_t d_model = -1, heads = -1, d_ff = -1, layers = -1, seq = -1, batch = -1, warmup = -1, steps = -1;  // -1: as named
+  int threads = 0;
+  bool json = false;
+};
+
+void add_bench(CLI::App& app, BenchFlags& f) {
+  auto* cmd = app.add_subcommand("bench", "Time training steps of named model sizes (see docs/performance.md)");
+  cmd->add_option("--config", f.configs, "Named configurations, comma-separated: small, medium")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--d-model", f.d_model, "Override d_model");
+  cmd->add_option("--heads", f.heads, "Override the number of heads");
+  cmd->add_option("--d-ff", f.d_ff, "Override d_ff");
+  cmd->add_option("--layers", f.layers, "Override the number of layers");
+  cmd->add_option("--seq", f.seq, "Override the sequence length T");
+  cmd->add_option("--batch", f.batch, "Override the batch size");
+  cmd->add_option("--warmup", f.warmup, "Override the untimed warm-up steps");
+  cmd->add_option("--steps", f.steps, "Override the timed steps");
+  cmd->add_option("--threads", f.threads, "Threads (0: every core)")->capture_default_str();
+  cmd->add_flag("--json", f.json, "One JSON line per configuration");
+  cmd->callback([&f] {
+    const double peak = measure_fma_peak_gflops(f.threads);
+    for (const std::string& name : f.configs) {
+      BenchConfig config = bench_config(name);
+      for (auto [flag, field] : {std::pair{f.d_model, &config.d_model}, {f.heads, &config.heads}, {f.d_ff, &config.d_ff},
+                                 {f.layers, &config.layers}, {f.seq, &config.seq}, {f.batch, &config.batch},
+                                 {f.warmup, &config.warmup}, {f.steps, &config.steps}})
+        if (flag >= 0) *field = flag;
+      if (f.steps >= 0) config.repeats = std::min<int64_t>(config.repeats, std::max<int64_t>(f.steps, 1));
+      config.threads = f.threads;
+      const BenchResult result = run_bench(config, peak);
+      if (f.json) std::cout << to_json(result).dump() << std::endl;
+      else std::cout << describe(result) << std::flush;
+    }
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -278,6 +318,8 @@ int main(int argc, char** argv) {
   add_eval(app, eval_flags);
   add_predict(app, predict_flags);
   add_gradcheck(app, gradcheck_json, gradcheck_filter);
+  BenchFlags bench_flags;
+  add_bench(app, bench_flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,49 @@
+#pragma once
+// `tapegrad bench`: timed training steps of a SequenceClassifier on a fixed batch, with the figures that
+// say how close they come to the machine (model FLOP/s against a measured FMA peak), the BLAS kernels,
+// threads, memory and heap allocations. docs/performance.md explains every figure.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace tapegrad {
+
+struct BenchConfig {
+  std::string name = "custom";
+  int64_t d_model = 64, heads = 4, d_ff = 128, layers = 2, seq = 32, batch = 64, vocab = 11, classes = 8;
+  int64_t warmup = 20, steps = 200, repeats = 5;
+  int threads = 0;  // 0: every core
+};
+
+/// The named configurations: "small" (d_model 64, 4 heads, d_ff 128, 2 layers, T 32, batch 64) and
+/// "medium" (d_model 256, 8 heads, d_ff 1024, 4 layers, T 128, batch 32). Throws for another name.
+BenchConfig bench_config(const std::string& name);
+
+/// Floating-point operations of one training step: 3 × the forward pass's matrix products (forward,
+/// and backward's two products per forward product), counting a multiply-add as 2.
+double step_flops(const BenchConfig& config);
+
+/// The FMA peak of `threads` cores in GFLOP/s, measured now: independent chains of fused multiply-adds at
+/// the widest vector width the CPU has, on every thread at once.
+double measure_fma_peak_gflops(int threads);
+
+struct BenchResult {
+  BenchConfig config;
+  int64_t parameters = 0;
+  double steps_per_second = 0, tokens_per_second = 0, gflops = 0, peak_gflops = 0, utilisation = 0;
+  double peak_rss_mib = 0, final_loss = 0;
+  double heap_allocations_per_step = -1;  // -1: not counted (the allocator is not interposed)
+  double storage_mappings_per_step = 0;
+  int threads = 1;
+  std::string blas, kernels, blas_advice;
+};
+
+/// Runs the benchmark (warm-up, then `steps` timed steps in `repeats` chunks; the median chunk's rate).
+BenchResult run_bench(const BenchConfig& config, double peak_gflops);
+
+nlohmann::json to_json(const BenchResult& result);
+/// One human-readable block of lines.
+std::string describe(const BenchResult& result);
+
+}  // namespace tapegrad
