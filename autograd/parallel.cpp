@@ -40,7 +40,7 @@ class Pool {
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, seen = generation_] { work(i, seen); });
   }
 
-  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  void run(int64_t n, int64_t grain, const RangeFn& fn) {
     const int64_t parts = std::min<int64_t>(size(), n / grain);
     if (parts <= 1) {
       fn(0, n);
@@ -105,7 +105,7 @@ class Pool {
   std::vector<std::thread> workers_;
   std::mutex job_mutex_, mutex_;
   std::condition_variable wake_, done_;
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  const RangeFn* fn_ = nullptr;
   int64_t n_ = 0, parts_ = 0;
   int pending_ = 0;
   uint64_t generation_ = 0;
@@ -131,7 +131,7 @@ void set_num_threads(int threads) {
 
 int num_threads() { return pool().size(); }
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void parallel_for(int64_t n, int64_t grain, RangeFn fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   if (inside_parallel_region || n <= grain) {

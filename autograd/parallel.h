@@ -4,7 +4,8 @@
 // owner would fight this one for the cores: an OpenMP region beside OpenBLAS's own thread pool made a
 // GEMM + elementwise loop 2.25× slower than either alone.
 #include <cstdint>
-#include <functional>
+#include <memory>
+#include <type_traits>
 
 namespace tapegrad {
 
@@ -13,11 +14,26 @@ void set_num_threads(int threads);
 /// The number set (at least 1); all cores until set_num_threads is called.
 int num_threads();
 
+/// A reference to the body of a parallel_for: fn(begin, end). It neither owns nor copies the callable (so
+/// it never allocates, unlike std::function with a large capture); the callable outlives the call.
+class RangeFn {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, RangeFn>>>
+  RangeFn(F&& fn)  // NOLINT: implicit, so that a lambda passes as is
+      : object_(const_cast<void*>(static_cast<const void*>(std::addressof(fn)))),
+        call_([](void* object, int64_t begin, int64_t end) { (*static_cast<std::remove_reference_t<F>*>(object))(begin, end); }) {}
+  void operator()(int64_t begin, int64_t end) const { call_(object_, begin, end); }
+
+ private:
+  void* object_;
+  void (*call_)(void*, int64_t, int64_t);
+};
+
 /// Calls fn(begin, end) on disjoint ranges covering [0, n), in parallel across the pool, and returns when
 /// every call has. Each range holds at least `grain` items (the last may hold fewer), so work too small
 /// to share runs on the calling thread alone. A call made from inside a parallel_for runs serially. The
 /// first exception thrown by fn is rethrown here after every range has finished.
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t begin, int64_t end)>& fn);
+void parallel_for(int64_t n, int64_t grain, RangeFn fn);
 
 /// The grain for items of about `flops` floating-point operations each: enough items per range for about
 /// 50 µs of one core's work, so that waking a worker (a few µs) is worth it.

@@ -1,4 +1,5 @@
-// Storage: the bytes behind tensors. Small buffers come from malloc, large ones through a cache.
+// Storage: the bytes behind tensors. Small buffers are pool blocks (autograd/pool.h), large ones come
+// through a cache of mappings.
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "autograd/pool.h"
 #include "autograd/tensor.h"
 
 namespace tapegrad {
@@ -33,7 +35,7 @@ namespace tapegrad {
 namespace {
 
 constexpr size_t kPage = 4096;
-constexpr size_t kCachedBytes = kPage;  // smaller buffers come from malloc, which is fast at small sizes
+constexpr size_t kCachedBytes = kPage;  // smaller buffers are pool blocks
 
 bool cache_enabled() {
 #if defined(__SANITIZE_ADDRESS__)
@@ -151,17 +153,15 @@ Storage::Storage(size_t nbytes) : bytes(nbytes) {
     data = storage_cache().allocate(cached_size(nbytes));  // page-aligned
     return;
   }
-  // 64-byte alignment suits AVX-512 loads; aligned_alloc wants a multiple of the alignment.
-  const size_t rounded = (nbytes + 63) / 64 * 64;
-  data = rounded ? std::aligned_alloc(64, rounded) : nullptr;
-  if (rounded && !data) throw Error(cat("out of memory allocating ", nbytes, " bytes"));
+  // Small buffers are recycled blocks of the pool (autograd/pool.h), 64-byte aligned for AVX-512 loads.
+  data = nbytes ? pool_allocate(nbytes) : nullptr;
 }
 
 Storage::~Storage() {
   if (use_cache(bytes))
     storage_cache().release(data, cached_size(bytes));
   else
-    std::free(data);
+    pool_release(data, bytes);
 }
 
 uint64_t storage_mappings() { return new_mappings.load(std::memory_order_relaxed); }

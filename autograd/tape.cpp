@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "autograd/kernels.h"
+#include "autograd/pool.h"
 
 namespace tapegrad {
 
@@ -33,7 +34,7 @@ void Tape::clear() {
 
 void Tape::append(std::unique_ptr<Node> node, Tensor& out) {
   node->out_shape = out.shape();
-  auto meta = std::make_shared<AutogradMeta>();
+  auto meta = make_pooled<AutogradMeta>();
   meta->node = static_cast<int64_t>(entries_.size());
   meta->tape_generation = generation_;
   out.impl().autograd = std::move(meta);
@@ -120,7 +121,7 @@ void BackwardContext::pass_through(size_t k, const Tensor& src) {
     accumulate(k, src);
     return;
   }
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = make_pooled<TensorImpl>();
   impl->storage = src.storage();
   impl->shape = edge.shape;
   impl->strides = contiguous_strides(edge.shape);
@@ -161,7 +162,8 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
         "run the forward pass again (or pass retain_tape = true to the first backward)");
 
   // slots[i] holds d loss / d (output of entry i) until entry i has run; then it is released.
-  std::vector<Tensor> slots(meta.node + 1);
+  std::vector<Tensor> slots = std::move(tape.slots_);
+  slots.assign(static_cast<size_t>(meta.node + 1), Tensor());
   slots[meta.node] = seed;
   for (int64_t i = meta.node; i >= 0; --i) {
     if (!slots[i].defined()) continue;
@@ -170,6 +172,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
     node.backward(slots[i], ctx);
     slots[i] = Tensor();
   }
+  tape.slots_ = std::move(slots);  // every slot is empty again; the capacity is kept for the next call
   if (!retain_tape) tape.clear();
 }
 

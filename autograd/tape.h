@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/pool.h"
 #include "autograd/tensor.h"
 
 namespace tapegrad {
@@ -59,8 +60,12 @@ struct Node {
   /// of the output's shape and dtype.
   virtual void backward(const Tensor& dout, BackwardContext& ctx) = 0;
 
-  std::vector<Edge> inputs;
+  std::vector<Edge, PoolAllocator<Edge>> inputs;
   Shape out_shape;
+
+  // Entries are made and released by the hundred every step: their memory is recycled (autograd/pool.h).
+  static void* operator new(size_t bytes) { return pool_allocate(bytes); }
+  static void operator delete(void* p, size_t bytes) noexcept { pool_release(p, bytes); }
 };
 
 /// Registers a node kind by name (see registry.h); called once per kind when the library loads.
@@ -128,6 +133,7 @@ class Tape {
  private:
   friend void backward(const Tensor&, const Tensor&, bool);
   std::vector<std::unique_ptr<Node>> entries_;
+  std::vector<Tensor> slots_;  // backward's gradient slots, kept between calls (no allocation per step)
   uint64_t generation_ = 1;
 };
 

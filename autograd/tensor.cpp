@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "autograd/kernels.h"
+#include "autograd/pool.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
 
@@ -122,7 +123,7 @@ Tensor& Tensor::requires_grad_(bool on) {
   }
   if (!is_floating(dtype()))
     throw DTypeError(cat("requires_grad_: only float tensors can require grad, not ", dtype_name(dtype())));
-  if (!impl().autograd) impl().autograd = std::make_shared<AutogradMeta>();
+  if (!impl().autograd) impl().autograd = make_pooled<AutogradMeta>();
   return *this;
 }
 
@@ -135,7 +136,7 @@ void Tensor::zero_grad() const {
 }
 
 Tensor Tensor::detach() const {
-  auto view = std::make_shared<TensorImpl>(impl());
+  auto view = make_pooled<TensorImpl>(impl());
   view->autograd.reset();
   return Tensor(std::move(view));
 }
@@ -180,8 +181,8 @@ Tensor& Tensor::copy_(const Tensor& source) {
 Tensor empty(const Shape& shape, DType dtype) {
   for (int64_t d : shape)
     if (d < 0) throw ShapeError(cat("empty: negative dim in shape ", shape));
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(shape.numel() * itemsize(dtype));
+  auto impl = make_pooled<TensorImpl>();
+  impl->storage = make_pooled<Storage>(shape.numel() * itemsize(dtype));
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

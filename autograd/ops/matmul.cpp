@@ -3,13 +3,14 @@
 
 #include <algorithm>
 #include <array>
-#include <vector>
 #include <optional>
+#include <vector>
 
 #include "autograd/blas.h"
 #include "autograd/kernels.h"
 #include "autograd/ops/views.h"
 #include "autograd/parallel.h"
+#include "autograd/pool.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
 
@@ -150,7 +151,7 @@ void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Te
 
 /// A view of t's storage with this shape and these strides (t's offset).
 Tensor view_of(const Tensor& t, const Shape& shape, const Shape& strides) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = make_pooled<TensorImpl>();
   impl->storage = t.storage();
   impl->shape = shape;
   impl->strides = strides;

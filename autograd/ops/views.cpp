@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "autograd/kernels.h"
+#include "autograd/pool.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
 
@@ -15,7 +16,7 @@ namespace tapegrad {
 namespace {
 
 Tensor make_view(const Tensor& x, const Shape& shape, const Shape& strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = make_pooled<TensorImpl>();
   impl->storage = x.storage();
   impl->shape = shape;
   impl->strides = strides;
