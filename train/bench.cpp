@@ -98,16 +98,20 @@ double measure_fma_peak_gflops(int threads) {
   __builtin_cpu_init();
   const bool wide = __builtin_cpu_supports("avx512f");
   const double flops_per_iteration = 2.0 * kChains * (wide ? 16 : 8);
-  const int64_t iterations = 20'000'000;  // about 0.1 s per core
+  const int64_t iterations = 10'000'000;  // about 0.05 s per core
   std::atomic<float> sink{0};
   set_num_threads(threads);
   const int parts = num_threads();
-  const auto start = Clock::now();
-  parallel_for(parts, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) sink = sink + (wide ? fma_chains_avx512(iterations) : fma_chains_avx2(iterations));
-  });
-  const double seconds = seconds_since(start);
-  return flops_per_iteration * static_cast<double>(iterations) * parts / seconds / 1e9;
+  // The best of a few trials: a neighbour on a shared machine only ever makes a trial slower.
+  double best = 0;
+  for (int trial = 0; trial < 5; ++trial) {
+    const auto start = Clock::now();
+    parallel_for(parts, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) sink = sink + (wide ? fma_chains_avx512(iterations) : fma_chains_avx2(iterations));
+    });
+    best = std::max(best, flops_per_iteration * static_cast<double>(iterations) * parts / seconds_since(start) / 1e9);
+  }
+  return best;
 }
 
 BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
