@@ -20,6 +20,7 @@
 #include "train/metrics.h"
 #include "train/plots.h"
 #include "train/safetensors.h"
+#include "train/training_stream.h"
 #include "train/tsv.h"
 
 namespace tapegrad {
@@ -30,74 +31,7 @@ using nlohmann::json;
 namespace {
 
 constexpr int64_t kDefaultSteps = 2000;
-constexpr uint64_t kDropoutStream = 0x64726f706f7574ULL, kShuffleStream = 0x73687566666c65ULL;
-
-json to_json(const Generator::State& s) {
-  return {{"words", s.words}, {"has_spare_normal", s.has_spare_normal}, {"spare_normal", s.spare_normal}};
-}
-Generator::State generator_state(const json& j) {
-  return {j.at("words").get<std::array<uint64_t, 4>>(), j.at("has_spare_normal").get<bool>(),
-          j.at("spare_normal").get<double>()};
-}
-
-/// The training examples, one batch at a time: a fresh task stream, or a fixed set visited in epochs
-/// (reshuffled at the start of each epoch unless --no-shuffle; the last batch of an epoch may be smaller).
-class TrainingStream {
- public:
-  TrainingStream(const TaskOptions& task, uint64_t seed) : task_(TaskStream(task, seed)) {}
-  TrainingStream(std::vector<Example> examples, bool shuffle, uint64_t seed)
-      : examples_(std::move(examples)), shuffle_(shuffle), shuffle_gen_(seed ^ kShuffleStream) {
-    start_epoch();
-  }
-
-  bool fixed() const { return !task_.has_value(); }
-  int64_t epoch() const { return epoch_; }
-  int64_t size() const { return static_cast<int64_t>(examples_.size()); }
-
-  std::vector<Example> next_batch(int64_t n) {
-    if (!fixed()) return task_->take(n);
-    if (cursor_ == size()) {
-      ++epoch_;
-      start_epoch();
-    }
-    std::vector<Example> batch;
-    for (; cursor_ < size() && static_cast<int64_t>(batch.size()) < n; ++cursor_) batch.push_back(examples_[order_[cursor_]]);
-    return batch;
-  }
-
-  json state() const {
-    if (!fixed()) return {{"task", to_json(task_->state())}};
-    return {{"epoch", epoch_}, {"cursor", cursor_}, {"epoch_start_rng", to_json(epoch_start_)}};
-  }
-  void set_state(const json& j) {
-    if (!fixed()) {
-      task_->set_state(generator_state(j.at("task")));
-      return;
-    }
-    epoch_ = j.at("epoch").get<int64_t>();
-    shuffle_gen_.set_state(generator_state(j.at("epoch_start_rng")));
-    start_epoch();  // redraws this epoch's order from the state it started with
-    cursor_ = j.at("cursor").get<int64_t>();
-  }
-
- private:
-  void start_epoch() {
-    epoch_start_ = shuffle_gen_.state();
-    order_.resize(examples_.size());
-    for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
-    if (shuffle_)
-      for (int64_t i = size() - 1; i > 0; --i) std::swap(order_[i], order_[shuffle_gen_.below(i + 1)]);
-    cursor_ = 0;
-  }
-
-  std::optional<TaskStream> task_;
-  std::vector<Example> examples_;
-  std::vector<int64_t> order_;
-  bool shuffle_ = true;
-  Generator shuffle_gen_{0};
-  Generator::State epoch_start_{};
-  int64_t epoch_ = 0, cursor_ = 0;
-};
+constexpr uint64_t kDropoutStream = 0x64726f706f7574ULL;
 
 int64_t longest_sequence(const std::vector<Example>& examples) {
   int64_t longest = 1;
@@ -328,87 +262,6 @@ TrainSummary loop(Run& run, std::ostream& log) {
 }
 
 }  // namespace
-
-json to_json(const TrainOptions& o) {
-  return {{"task", {{"name", o.task.name}, {"symbols", o.task.symbols}, {"min_len", o.task.min_len}, {"max_len", o.task.max_len}}},
-          {"data", o.data},
-          {"valid", o.valid},
-          {"valid_fraction", o.valid_fraction},
-          {"train_size", o.train_size},
-          {"model", model_config_json(o.model)},
-          {"context_length", o.context_length},
-          {"optimizer", o.optimizer},
-          {"lr", o.lr},
-          {"weight_decay", o.weight_decay},
-          {"momentum", o.momentum},
-          {"warmup", o.warmup},
-          {"schedule", o.schedule},
-          {"clip_grad", o.clip_grad},
-          {"batch_size", o.batch_size},
-          {"steps", o.steps},
-          {"epochs", o.epochs},
-          {"seed", o.seed},
-          {"threads", o.threads},
-          {"eval_every", o.eval_every},
-          {"target_acc", o.target_acc},
-          {"out", o.out},
-          {"init", o.init},
-          {"shuffle", o.shuffle},
-          {"overwrite", o.overwrite}};
-}
-
-TrainOptions train_options_from_json(const json& j, const std::string& path) {
-  try {
-    TrainOptions o;
-    const json& t = j.at("task");
-    o.task = {t.at("name").get<std::string>(), t.at("symbols").get<int64_t>(), t.at("min_len").get<int64_t>(),
-              t.at("max_len").get<int64_t>()};
-    o.data = j.at("data").get<std::string>();
-    o.valid = j.at("valid").get<std::string>();
-    o.valid_fraction = j.at("valid_fraction").get<double>();
-    o.train_size = j.at("train_size").get<int64_t>();
-    const json& m = j.at("model");
-    o.model.vocab_size = m.at("vocab_size").get<int64_t>();
-    o.model.d_model = m.at("d_model").get<int64_t>();
-    o.model.n_heads = m.at("n_heads").get<int64_t>();
-    o.model.d_ff = m.at("d_ff").get<int64_t>();
-    o.model.n_layers = m.at("n_layers").get<int64_t>();
-    o.model.context_length = m.at("context_length").get<int64_t>();
-    o.model.num_classes = m.at("num_classes").get<int64_t>();
-    o.model.norm_first = m.at("norm_first").get<bool>();
-    o.model.activation = nn::parse_activation(m.at("activation").get<std::string>());
-    o.model.pool = nn::parse_pooling(m.at("pool").get<std::string>());
-    o.model.positional = nn::parse_positional(m.at("positional").get<std::string>());
-    o.model.layer_norm_eps = m.at("layer_norm_eps").get<double>();
-    o.model.final_norm = m.at("final_norm").get<bool>();
-    o.model.dropout = m.at("dropout").get<double>();
-    o.model.pad_id = m.at("pad_id").get<int64_t>();
-    o.context_length = j.at("context_length").get<int64_t>();
-    o.optimizer = j.at("optimizer").get<std::string>();
-    o.lr = j.at("lr").get<double>();
-    o.weight_decay = j.at("weight_decay").get<double>();
-    o.momentum = j.at("momentum").get<double>();
-    o.warmup = j.at("warmup").get<int64_t>();
-    o.schedule = j.at("schedule").get<std::string>();
-    o.clip_grad = j.at("clip_grad").get<double>();
-    o.batch_size = j.at("batch_size").get<int64_t>();
-    o.steps = j.at("steps").get<int64_t>();
-    o.epochs = j.at("epochs").get<int64_t>();
-    o.seed = j.at("seed").get<uint64_t>();
-    o.threads = j.at("threads").get<int>();
-    o.eval_every = j.at("eval_every").get<int64_t>();
-    o.target_acc = j.at("target_acc").get<double>();
-    o.out = j.at("out").get<std::string>();
-    o.init = j.at("init").get<std::string>();
-    o.shuffle = j.at("shuffle").get<bool>();
-    o.overwrite = j.value("overwrite", false);
-    return o;
-  } catch (const json::exception& e) {
-    throw IOError(cat(path, ": malformed training options (", e.what(), ")"));
-  } catch (const ValueError& e) {
-    throw IOError(cat(path, ": ", e.what()));
-  }
-}
 
 json to_json(const TrainSummary& s) {
   return {{"steps", s.steps},
