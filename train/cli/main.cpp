@@ -126,6 +126,12 @@ std::optional<TrainOptions> saved_options(const std::string& dir) {
   }
 }
 
+/// The evaluation batch budget for a checkpoint: the tokens of the batch it was trained with (evaluate.h).
+int64_t evaluation_tokens_for(const std::string& dir, const LoadedModel& loaded) {
+  const auto saved = saved_options(dir);
+  return evaluation_tokens(saved ? saved->batch_size : TrainOptions().batch_size, loaded.options.context_length);
+}
+
 void add_eval(CLI::App& app, EvalFlags& f) {
   auto* cmd = app.add_subcommand("eval", "Loss, accuracy and confusion matrix of a checkpoint on a task or a TSV file");
   cmd->add_option("--checkpoint", f.checkpoint, "Checkpoint directory (a run directory or its best/)")->required();
@@ -158,7 +164,8 @@ void add_eval(CLI::App& app, EvalFlags& f) {
     for (const Example& e : examples)
       if (std::find(loaded.labels.begin(), loaded.labels.end(), e.label) == loaded.labels.end())
         throw ValueError(cat("eval: label '", e.label, "' is not one of the checkpoint's ", loaded.labels.size(), " labels"));
-    const Evaluation result = evaluate(*loaded.model, examples, loaded.vocab, loaded.labels);
+    const Evaluation result =
+        evaluate(*loaded.model, examples, loaded.vocab, loaded.labels, evaluation_tokens_for(f.checkpoint, loaded));
     if (f.json) {
       std::cout << json{{"examples", result.count}, {"loss", result.loss}, {"accuracy", result.accuracy},
                         {"labels", loaded.labels}, {"confusion", result.confusion}, {"truncated", result.truncated}}
@@ -200,19 +207,30 @@ void add_predict(CLI::App& app, PredictFlags& f) {
         if (!line.empty()) texts.push_back(line);
     if (texts.empty()) throw ValueError("predict: no texts (give --text or lines on stdin)");
     const bool cls = loaded.options.pool == nn::Pooling::cls;
-    NoGradGuard no_grad;
-    for (size_t i = 0; i < texts.size(); ++i) {
-      const Batch batch = make_batch({{loaded.labels[0], texts[i]}}, loaded.vocab, loaded.labels,
-                                     loaded.options.context_length, cls);
+    const int64_t context = loaded.options.context_length;
+    std::vector<std::vector<int64_t>> sequences;
+    std::vector<bool> truncated;
+    for (const std::string& text : texts) {
+      bool cut = false;
+      sequences.push_back(encode_text(text, loaded.vocab, context, cls, &cut));
+      truncated.push_back(cut);
+    }
+    const Tensor logits = classify(*loaded.model, sequences, evaluation_tokens_for(f.checkpoint, loaded));  // (N, K)
+    const std::vector<double> all_z = logits.to_vector(), all_p = softmax(logits, -1).to_vector();
+    if (!f.attention_svg.empty()) {  // the first text alone, so that its heatmaps have no padding
+      NoGradGuard no_grad;
+      const PaddedIds first = pad_sequences(sequences, std::vector<int64_t>{0});
       std::vector<Tensor> attention;
-      const Tensor logits = loaded.model->forward(batch.ids, batch.key_padding_mask, &attention);
-      const std::vector<double> z = logits.to_vector(), p = softmax(logits, -1).to_vector();
+      loaded.model->forward(first.ids, first.key_padding_mask, &attention);
+      std::vector<std::string> tokens;
+      for (int64_t id : sequences[0]) tokens.push_back(loaded.vocab.token(id));
+      write_attention_svg(f.attention_svg, tokens, attention, "attention: " + texts[0]);
+    }
+    const size_t K = loaded.labels.size();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::vector<double> z(all_z.begin() + i * K, all_z.begin() + (i + 1) * K),
+          p(all_p.begin() + i * K, all_p.begin() + (i + 1) * K);
       const size_t best = std::max_element(p.begin(), p.end()) - p.begin();
-      if (i == 0 && !f.attention_svg.empty()) {
-        std::vector<std::string> tokens;
-        for (int64_t id : batch.ids.to_int_vector()) tokens.push_back(loaded.vocab.token(id));
-        write_attention_svg(f.attention_svg, tokens, attention, "attention: " + texts[0]);
-      }
       if (f.json) {
         json probs = json::object(), logit = json::object();
         for (size_t c = 0; c < p.size(); ++c) {
@@ -226,8 +244,8 @@ void add_predict(CLI::App& app, PredictFlags& f) {
         for (size_t c = 0; c < p.size(); ++c) std::printf("%s%s=%.4f", c ? " " : "", loaded.labels[c].c_str(), p[c]);
         std::printf("\t%s\n", texts[i].c_str());
       }
-      if (batch.truncated) std::fprintf(stderr, "note: text %zu was cut to the context length %lld\n", i + 1,
-                                        static_cast<long long>(loaded.options.context_length));
+      if (truncated[i]) std::fprintf(stderr, "note: text %zu was cut to the context length %lld\n", i + 1,
+                                     static_cast<long long>(context));
     }
     if (!f.attention_svg.empty()) std::fprintf(stderr, "attention heatmaps: %s\n", f.attention_svg.c_str());
   });
