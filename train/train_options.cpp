@@ -28,6 +28,7 @@ json to_json(const TrainOptions& o) {
           {"seed", o.seed},
           {"threads", o.threads},
           {"eval_every", o.eval_every},
+          {"log_every", o.log_every},
           {"target_acc", o.target_acc},
           {"out", o.out},
           {"init", o.init},
@@ -75,6 +76,8 @@ TrainOptions train_options_from_json(const json& j, const std::string& path) {
     o.seed = j.at("seed").get<uint64_t>();
     o.threads = j.at("threads").get<int>();
     o.eval_every = j.at("eval_every").get<int64_t>();
+    // Runs from before --log-every wrote rows only at validations; resumed, they go on doing so.
+    o.log_every = j.value("log_every", o.eval_every);
     o.target_acc = j.at("target_acc").get<double>();
     o.out = j.at("out").get<std::string>();
     o.init = j.at("init").get<std::string>();

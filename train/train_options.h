@@ -50,6 +50,7 @@ struct TrainOptions {
   int threads = 1;                // OpenBLAS threads (0: all cores); small models run fastest on one
   // evaluation and output
   int64_t eval_every = 100;
+  int64_t log_every = 10;         // a training-loss row in metrics.csv every this many steps
   double target_acc = 0;          // stop once validation accuracy reaches it (a fraction); 0: never
   std::string out = "runs/latest";
   std::string init;               // start from a checkpoint's weights and vocabulary, fresh optimizer

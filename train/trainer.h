@@ -14,8 +14,12 @@ namespace tapegrad {
 /// What a finished run reports (`train --json`).
 struct TrainSummary {
   int64_t steps = 0;
+  // Wall-clock seconds of the whole run (every session of a resumed one), split into training steps,
+  // validation, and writing checkpoints with metrics.csv and curves.svg; the three add up to `seconds`
+  // but for loop overhead and the moments a killed session lost after its last checkpoint.
   double seconds = 0;
-  double steps_per_second = 0;
+  double train_seconds = 0, validation_seconds = 0, checkpoint_seconds = 0;
+  double train_steps_per_second = 0;  // steps / train_seconds: throughput of the training steps alone
   double final_accuracy = 0, final_loss = 0;
   double best_accuracy = 0, best_loss = 0;
   int64_t best_step = 0;

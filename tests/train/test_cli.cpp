@@ -253,12 +253,23 @@ TEST_CASE("train: cli train --json prints one JSON line with the documented keys
   REQUIRE(lines.size() == 1);
   const json summary = json::parse(lines[0]);
   REQUIRE(summary.is_object());
-  for (const char* key : {"steps", "seconds", "train_steps_per_second", "final_valid_accuracy", "final_valid_loss",
-                          "best_valid_accuracy", "best_valid_loss", "parameters", "out"})
+  for (const char* key : {"steps", "seconds", "train_seconds", "validation_seconds", "checkpoint_seconds",
+                          "train_steps_per_second", "final_valid_accuracy", "final_valid_loss", "best_valid_accuracy",
+                          "best_valid_loss", "parameters", "out"})
     CHECK(summary.contains(key));
   CHECK(summary.at("steps") == 20);
-  CHECK(summary.at("seconds").get<double>() > 0);
-  CHECK(summary.at("train_steps_per_second").get<double>() > 0);
+  // Every moment of the run is charged to one of training, validation and checkpoints, within the total.
+  const auto seconds = [](const json& j, const char* key) { return j.at(key).get<double>(); };
+  const auto require_timing = [&](const json& j) {
+    INFO(j.dump());
+    CHECK(seconds(j, "train_seconds") > 0);
+    CHECK(seconds(j, "validation_seconds") > 0);
+    CHECK(seconds(j, "checkpoint_seconds") > 0);
+    CHECK(seconds(j, "train_seconds") + seconds(j, "validation_seconds") + seconds(j, "checkpoint_seconds") <=
+          seconds(j, "seconds"));
+    CHECK(seconds(j, "train_steps_per_second") == Approx(j.at("steps").get<double>() / seconds(j, "train_seconds")));
+  };
+  require_timing(summary);
   const double accuracy = summary.at("final_valid_accuracy").get<double>();
   CHECK((accuracy >= 0 && accuracy <= 1));
   CHECK(summary.at("best_valid_accuracy").get<double>() >= accuracy);
@@ -273,7 +284,11 @@ TEST_CASE("train: cli train --json prints one JSON line with the documented keys
   INFO("resume stderr: " << resumed.err);
   REQUIRE(resumed.exit_code == 0);
   REQUIRE(lines_of(resumed.out).size() == 1);
-  CHECK(json::parse(resumed.out).at("steps") == 30);
+  const json resumed_summary = json::parse(resumed.out);
+  CHECK(resumed_summary.at("steps") == 30);
+  require_timing(resumed_summary);  // over both sessions
+  CHECK(seconds(resumed_summary, "train_seconds") > seconds(summary, "train_seconds"));
+  CHECK_THAT(resumed.err, Catch::Contains("training") && Catch::Contains("validation") && Catch::Contains("checkpoints"));
 }
 
 TEST_CASE("train: cli TSV round trip: train then predict then eval") {

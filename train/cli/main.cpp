@@ -70,6 +70,7 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   cmd->add_option("--seed", o.seed, "Seed of every random stream")->capture_default_str();
   cmd->add_option("--threads", o.threads, "BLAS threads (0: all cores)")->capture_default_str();
   cmd->add_option("--eval-every", o.eval_every, "Validate (and checkpoint) every this many steps")->capture_default_str();
+  cmd->add_option("--log-every", o.log_every, "Add the mean training loss of the last this many steps to metrics.csv and curves.svg")->capture_default_str();
   cmd->add_option("--target-acc", o.target_acc, "Stop once validation accuracy reaches this fraction (0: never)")->capture_default_str();
   cmd->add_option("--out", o.out, "Run directory: checkpoint, best/, metrics.csv, curves.svg")->capture_default_str();
   cmd->add_option("--init", o.init, "Start from this checkpoint's weights and vocabulary, with a fresh optimizer");
@@ -90,9 +91,12 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
       o.shuffle = !f.no_shuffle;
       summary = train(o, std::cerr);
     }
-    std::fprintf(stderr, "%s after %lld steps (%.1f s, %.1f steps/s): validation accuracy %.2f%% (best %.2f%% at step %lld)\n",
+    std::fprintf(stderr,
+                 "%s after %lld steps in %.1f s (training %.1f s at %.1f steps/s, validation %.1f s, checkpoints %.1f s): "
+                 "validation accuracy %.2f%% (best %.2f%% at step %lld)\n",
                  summary.reached_target ? "reached the target" : "finished", static_cast<long long>(summary.steps),
-                 summary.seconds, summary.steps_per_second, 100 * summary.final_accuracy, 100 * summary.best_accuracy,
+                 summary.seconds, summary.train_seconds, summary.train_steps_per_second, summary.validation_seconds,
+                 summary.checkpoint_seconds, 100 * summary.final_accuracy, 100 * summary.best_accuracy,
                  static_cast<long long>(summary.best_step));
     if (summary.truncated > 0)
       std::fprintf(stderr, "%lld training sequences were cut to the context length\n", static_cast<long long>(summary.truncated));
