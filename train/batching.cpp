@@ -41,33 +41,37 @@ PaddedIds pad_sequences(const std::vector<std::vector<int64_t>>& sequences, std:
   return {tapegrad::ids(ids, Shape{B, T}), mask(pad, Shape{B, T})};
 }
 
-Batch make_batch(const std::vector<Example>& examples, const Vocab& vocab, const std::vector<std::string>& labels,
-                 int64_t context_length, bool prepend_cls) {
-  if (examples.empty()) throw ValueError("make_batch: no examples");
+EncodedExamples encode_examples(const std::vector<Example>& examples, const Vocab& vocab,
+                                const std::vector<std::string>& labels, int64_t context_length, bool prepend_cls) {
   std::unordered_map<std::string, int64_t> class_of;
   for (size_t i = 0; i < labels.size(); ++i) class_of.emplace(labels[i], static_cast<int64_t>(i));
-
-  const int64_t B = static_cast<int64_t>(examples.size());
-  std::vector<std::vector<int64_t>> sequences;
-  sequences.reserve(examples.size());
-  std::vector<int64_t> targets;
-  targets.reserve(examples.size());
-  Batch batch;
+  EncodedExamples encoded;
+  encoded.sequences.reserve(examples.size());
+  encoded.targets.reserve(examples.size());
   for (const Example& example : examples) {
     const auto cls = class_of.find(example.label);
     if (cls == class_of.end())
       throw ValueError(cat("make_batch: label '", example.label, "' is not one of the ", labels.size(), " labels"));
-    targets.push_back(cls->second);
+    encoded.targets.push_back(cls->second);
     bool truncated = false;
-    sequences.push_back(encode_text(example.text, vocab, context_length, prepend_cls, &truncated));
-    batch.truncated += truncated;
+    encoded.sequences.push_back(encode_text(example.text, vocab, context_length, prepend_cls, &truncated));
+    encoded.truncated += truncated;
   }
+  return encoded;
+}
+
+Batch make_batch(const std::vector<Example>& examples, const Vocab& vocab, const std::vector<std::string>& labels,
+                 int64_t context_length, bool prepend_cls) {
+  if (examples.empty()) throw ValueError("make_batch: no examples");
+  const EncodedExamples encoded = encode_examples(examples, vocab, labels, context_length, prepend_cls);
   std::vector<int64_t> rows(examples.size());
   std::iota(rows.begin(), rows.end(), 0);
-  PaddedIds padded = pad_sequences(sequences, rows);
+  PaddedIds padded = pad_sequences(encoded.sequences, rows);
+  Batch batch;
   batch.ids = std::move(padded.ids);
   batch.key_padding_mask = std::move(padded.key_padding_mask);
-  batch.targets = tapegrad::ids(targets, Shape{B});
+  batch.targets = tapegrad::ids(encoded.targets, Shape{static_cast<int64_t>(examples.size())});
+  batch.truncated = encoded.truncated;
   return batch;
 }
 

@@ -39,6 +39,17 @@ struct PaddedIds {
 // rows: B indices -> ids, key_padding_mask: (B, T), T = the longest chosen sequence
 PaddedIds pad_sequences(const std::vector<std::vector<int64_t>>& sequences, std::span<const int64_t> rows);
 
+struct EncodedExamples {
+  std::vector<std::vector<int64_t>> sequences;  // encode_text of each example's text
+  std::vector<int64_t> targets;                 // the index of each example's label in the label list
+  int64_t truncated = 0;                        // sequences cut to the context length
+};
+
+/// encode_text for every example, and its label's index (a label missing from labels is a ValueError
+/// naming it).
+EncodedExamples encode_examples(const std::vector<Example>& examples, const Vocab& vocab,
+                                const std::vector<std::string>& labels, int64_t context_length, bool prepend_cls);
+
 /// Encodes, truncates and pads the examples into one batch; T = the longest sequence after truncation
 /// (<= context_length, the <cls> counted). An empty example list, context_length < 1 (< 2 with <cls>) or a
 /// label missing from labels is a ValueError naming it.

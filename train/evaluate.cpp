@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <unordered_map>
 
 #include "autograd/autograd.h"
 #include "train/batching.h"
@@ -48,23 +47,11 @@ Tensor classify(nn::SequenceClassifier& model, const std::vector<std::vector<int
 
 Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& examples, const Vocab& vocab,
                     const std::vector<std::string>& labels, int64_t max_tokens) {
-  std::unordered_map<std::string, int64_t> class_of;
-  for (size_t i = 0; i < labels.size(); ++i) class_of.emplace(labels[i], static_cast<int64_t>(i));
   const bool cls = model.options().pool == nn::Pooling::cls;
+  const EncodedExamples encoded = encode_examples(examples, vocab, labels, model.options().context_length, cls);
+  const std::vector<int64_t>& targets = encoded.targets;
   Evaluation result;
-  std::vector<std::vector<int64_t>> sequences;
-  sequences.reserve(examples.size());
-  std::vector<int64_t> targets;
-  targets.reserve(examples.size());
-  for (const Example& e : examples) {
-    const auto target = class_of.find(e.label);
-    if (target == class_of.end())
-      throw ValueError(cat("evaluate: label '", e.label, "' is not one of the ", labels.size(), " labels"));
-    targets.push_back(target->second);
-    bool truncated = false;
-    sequences.push_back(encode_text(e.text, vocab, model.options().context_length, cls, &truncated));
-    result.truncated += truncated;
-  }
+  result.truncated = encoded.truncated;
   const int64_t K = static_cast<int64_t>(labels.size());
   result.confusion.assign(K, std::vector<int64_t>(K, 0));
   result.count = static_cast<int64_t>(examples.size());
@@ -72,7 +59,7 @@ Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& e
   if (K != model.options().num_classes)
     throw ValueError(cat("evaluate: ", K, " labels for a model of ", model.options().num_classes, " classes"));
 
-  const std::vector<double> logits = classify(model, sequences, max_tokens).to_vector();
+  const std::vector<double> logits = classify(model, encoded.sequences, max_tokens).to_vector();
   double loss_sum = 0;
   int64_t correct = 0;
   for (int64_t i = 0; i < result.count; ++i) {

@@ -341,6 +341,29 @@ TEST_CASE("train: cli TSV round trip: train then predict then eval") {
     CHECK_THAT(r.err, Catch::Contains("text 5 was cut to the context length 8"));
     CHECK(lines_of(r.err).size() == 1);
   }
+  SECTION("predict gives each text what it gives that text alone, whatever batch it lands in") {
+    // Texts of 1 to 8 words: predict sorts them by length and pads each batch to its longest.
+    const std::vector<std::string> texts = {"good", "the plot was bad", "bad film", "the film was very good indeed ok",
+                                            "it was a good", "xyzzy", "bad the a film was very quite plot actor"};
+    std::string together = "predict --json --checkpoint " + quote(run);
+    for (const std::string& text : texts) together += " --text " + quote(text);
+    const Result all = run_cli(dir, together);
+    REQUIRE(all.exit_code == 0);
+    const std::vector<std::string> lines = lines_of(all.out);
+    REQUIRE(lines.size() == texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const Result alone = run_cli(dir, "predict --json --checkpoint " + quote(run) + " --text " + quote(texts[i]));
+      REQUIRE(alone.exit_code == 0);
+      const json a = json::parse(lines[i]), b = json::parse(alone.out);
+      INFO(lines[i] << " vs alone " << alone.out);
+      CHECK(a.at("text") == b.at("text"));
+      CHECK(a.at("label") == b.at("label"));
+      for (const std::string& l : labels) {  // equal but for float rounding: see tests/train/test_evaluate.cpp
+        CHECK(a.at("probs").at(l).get<double>() == Approx(b.at("probs").at(l).get<double>()).margin(1e-6));
+        CHECK(a.at("logits").at(l).get<double>() == Approx(b.at("logits").at(l).get<double>()).margin(1e-5));
+      }
+    }
+  }
   SECTION("predict reads one text per line from stdin") {
     const Result r = run_cli(dir, "predict --checkpoint " + quote(run), "the music was good\n\nit was bad\n");
     INFO("stdout: " << r.out << "\nstderr: " << r.err);
