@@ -76,7 +76,7 @@ struct Run {
   int64_t window_steps = 0;
   RunTiming timing;                                                 // all sessions, up to the last checkpoint
 
-  /// trainer.json; `elapsed` is the run's total training time so far (all sessions).
+  /// trainer.json; `elapsed` is the run's wall-clock time so far (all sessions).
   json trainer_state(double elapsed) const {
     return {{"format", "tapegrad-trainer-1"},
             {"step", step},
