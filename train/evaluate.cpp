@@ -1,42 +1,85 @@
 #include "train/evaluate.h"
 
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
 #include "autograd/autograd.h"
 #include "train/batching.h"
+#include "train/train_options.h"
 
 namespace tapegrad {
 
-Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& examples, const Vocab& vocab,
-                    const std::vector<std::string>& labels, int64_t batch_size) {
+int64_t evaluation_tokens(int64_t train_batch_size, int64_t context_length) {
+  if (train_batch_size <= 0 || context_length <= 0)
+    throw ValueError(cat("evaluation_tokens: batch size ", train_batch_size, " and context length ", context_length,
+                         " must be positive"));
+  return train_batch_size * context_length;
+}
+
+Tensor classify(nn::SequenceClassifier& model, const std::vector<std::vector<int64_t>>& sequences, int64_t max_tokens) {
+  if (max_tokens <= 0) throw ValueError(cat("classify: max_tokens must be positive, got ", max_tokens));
+  const int64_t N = static_cast<int64_t>(sequences.size()), K = model.options().num_classes;
+  std::vector<int64_t> order(sequences.size());
+  std::iota(order.begin(), order.end(), 0);
+  // Longest first: each batch's first sequence sets its padded length T.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return sequences[a].size() > sequences[b].size(); });
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
-  Evaluation result;
-  const int64_t classes = static_cast<int64_t>(labels.size());
-  result.confusion.assign(classes, std::vector<int64_t>(classes, 0));
-  double loss_sum = 0;
-  int64_t correct = 0;
-  const bool cls = model.options().pool == nn::Pooling::cls;
-  for (size_t start = 0; start < examples.size(); start += batch_size) {
-    const size_t end = std::min(examples.size(), start + static_cast<size_t>(batch_size));
-    const std::vector<Example> chunk(examples.begin() + start, examples.begin() + end);
-    const Batch batch = make_batch(chunk, vocab, labels, model.options().context_length, cls);
-    result.truncated += batch.truncated;
-    const Tensor logits = model.forward(batch.ids, batch.key_padding_mask);
-    loss_sum += cross_entropy(logits, batch.targets).item() * static_cast<double>(chunk.size());
-    const std::vector<int64_t> predicted = argmax(logits, -1).to_int_vector();
-    const std::vector<int64_t> targets = batch.targets.to_int_vector();
-    for (size_t i = 0; i < predicted.size(); ++i) {
-      correct += predicted[i] == targets[i];
-      ++result.confusion[targets[i]][predicted[i]];
-    }
-  }
-  result.count = static_cast<int64_t>(examples.size());
-  if (result.count > 0) {
-    result.loss = loss_sum / static_cast<double>(result.count);
-    result.accuracy = static_cast<double>(correct) / static_cast<double>(result.count);
+  std::vector<double> logits(static_cast<size_t>(N * K));
+  DType dtype = DType::float32;  // the model's: its logits'
+  for (int64_t start = 0; start < N;) {
+    const int64_t T = static_cast<int64_t>(sequences[order[start]].size());
+    const int64_t B = std::clamp<int64_t>(max_tokens / std::max<int64_t>(T, 1), 1, N - start);
+    const std::span<const int64_t> rows(order.data() + start, static_cast<size_t>(B));
+    const PaddedIds batch = pad_sequences(sequences, rows);
+    const Tensor out = model.forward(batch.ids, batch.key_padding_mask);  // (B, K)
+    dtype = out.dtype();
+    const std::vector<double> z = out.to_vector();
+    for (int64_t b = 0; b < B; ++b) std::copy_n(z.begin() + b * K, K, logits.begin() + rows[b] * K);
+    start += B;
   }
   model.train(was_training);
+  return tensor(logits, Shape{N, K}, dtype);
+}
+
+Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& examples, const Vocab& vocab,
+                    const std::vector<std::string>& labels, int64_t max_tokens) {
+  const bool cls = model.options().pool == nn::Pooling::cls;
+  const EncodedExamples encoded = encode_examples(examples, vocab, labels, model.options().context_length, cls);
+  const std::vector<int64_t>& targets = encoded.targets;
+  Evaluation result;
+  result.truncated = encoded.truncated;
+  const int64_t K = static_cast<int64_t>(labels.size());
+  result.confusion.assign(K, std::vector<int64_t>(K, 0));
+  result.count = static_cast<int64_t>(examples.size());
+  if (result.count == 0) return result;
+  if (K != model.options().num_classes)
+    throw ValueError(cat("evaluate: ", K, " labels for a model of ", model.options().num_classes, " classes"));
+
+  const std::vector<double> logits = classify(model, encoded.sequences, max_tokens).to_vector();
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (int64_t i = 0; i < result.count; ++i) {
+    const double* z = logits.data() + i * K;
+    const int64_t predicted = std::max_element(z, z + K) - z;  // the first of tied maxima, as argmax
+    double sum_exp = 0;
+    for (int64_t k = 0; k < K; ++k) sum_exp += std::exp(z[k] - z[predicted]);
+    loss_sum += std::log(sum_exp) - (z[targets[i]] - z[predicted]);  // log sum_j exp(z_j) - z_target
+    correct += predicted == targets[i];
+    ++result.confusion[targets[i]][predicted];
+  }
+  result.loss = loss_sum / static_cast<double>(result.count);
+  result.accuracy = static_cast<double>(correct) / static_cast<double>(result.count);
   return result;
+}
+
+Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& examples, const Vocab& vocab,
+                    const std::vector<std::string>& labels) {
+  return evaluate(model, examples, vocab, labels,
+                  evaluation_tokens(TrainOptions().batch_size, model.options().context_length));
 }
 
 }  // namespace tapegrad

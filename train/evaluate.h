@@ -1,5 +1,14 @@
 #pragma once
-// Evaluation of a classifier on labelled examples: loss, accuracy and the confusion matrix.
+// Inference over many texts: the logits of id sequences in memory-bounded batches without the tape, and
+// the evaluation of labelled examples (loss, accuracy, confusion matrix) built on it.
+//
+// The batch rule. An evaluation batch holds at most as many tokens (padded positions counted) as a
+// training batch of full-length sequences, batch_size x context_length. Training keeps every layer's
+// activations alive until backward; a forward under NoGradGuard keeps only those of the layer it is in
+// (each layer's input dies when the next layer's output replaces it), so an evaluation batch needs a
+// fraction of a training step's memory and validating never raises the peak that training sets.
+// Sequences are batched by length, longest first, so that a batch pads little: a batch of length-T
+// sequences holds max_tokens / T of them.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -10,6 +19,15 @@
 
 namespace tapegrad {
 
+/// The token budget of an evaluation batch: train_batch_size x context_length (see the batch rule above).
+int64_t evaluation_tokens(int64_t train_batch_size, int64_t context_length);
+
+/// Logits of every sequence, in the order given, in eval mode under NoGradGuard (the model's mode is
+/// restored after), in batches of at most max_tokens padded tokens (at least one sequence each). A
+/// sequence's logits do not depend on the batch it lands in: padding is masked out of attention and pooling.
+// sequences: N non-empty id lists -> logits: (N, K) in the model's dtype
+Tensor classify(nn::SequenceClassifier& model, const std::vector<std::vector<int64_t>>& sequences, int64_t max_tokens);
+
 struct Evaluation {
   double loss = 0;      // mean cross-entropy
   double accuracy = 0;  // fraction correct
@@ -18,8 +36,13 @@ struct Evaluation {
   std::vector<std::vector<int64_t>> confusion;  // [true class][predicted class]
 };
 
-/// Runs the model in eval mode under NoGradGuard over the examples in batches (restores its mode after).
+/// Loss, accuracy and confusion matrix of the model on the examples, through classify() with a budget
+/// of max_tokens per batch. The loss of each example, log sum_j exp(z_j) - z_target, is computed in
+/// double from its logits and summed in example order, so the result does not depend on the batching.
 Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& examples, const Vocab& vocab,
-                    const std::vector<std::string>& labels, int64_t batch_size = 256);
+                    const std::vector<std::string>& labels, int64_t max_tokens);
+/// The same with the budget of `tapegrad train`'s default batch size.
+Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& examples, const Vocab& vocab,
+                    const std::vector<std::string>& labels);
 
 }  // namespace tapegrad

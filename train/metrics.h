@@ -1,6 +1,16 @@
 #pragma once
-// metrics.csv: one row per validation (step, epoch, lr, train loss, validation loss and accuracy,
-// steps/s, elapsed seconds), and the progress a person watches while training runs.
+// metrics.csv: the training log, and the progress a person watches while training runs.
+//
+// One row every --log-every steps and one at every validation (a step that is both has one row):
+//   step, epoch, lr          after that step
+//   train_loss               the mean training loss over the steps since the previous row
+//   valid_loss,              on validation rows; empty on training-only rows (NaN in MetricsRow)
+//   valid_accuracy
+//   steps_per_second         training steps per second since the previous row, validation and
+//                            checkpoint time left out
+//   elapsed_seconds          wall-clock seconds since the run started (every session of a resumed run)
+// The file is rewritten at each validation, before its checkpoint is published, so it holds the rows up
+// to the last validation; --resume keeps the rows up to its checkpoint's step and writes the rest again.
 #include <string>
 #include <vector>
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <ostream>
 
 #include "autograd/autograd.h"
@@ -20,6 +21,7 @@
 #include "train/metrics.h"
 #include "train/plots.h"
 #include "train/safetensors.h"
+#include "train/training_stream.h"
 #include "train/tsv.h"
 
 namespace tapegrad {
@@ -30,74 +32,7 @@ using nlohmann::json;
 namespace {
 
 constexpr int64_t kDefaultSteps = 2000;
-constexpr uint64_t kDropoutStream = 0x64726f706f7574ULL, kShuffleStream = 0x73687566666c65ULL;
-
-json to_json(const Generator::State& s) {
-  return {{"words", s.words}, {"has_spare_normal", s.has_spare_normal}, {"spare_normal", s.spare_normal}};
-}
-Generator::State generator_state(const json& j) {
-  return {j.at("words").get<std::array<uint64_t, 4>>(), j.at("has_spare_normal").get<bool>(),
-          j.at("spare_normal").get<double>()};
-}
-
-/// The training examples, one batch at a time: a fresh task stream, or a fixed set visited in epochs
-/// (reshuffled at the start of each epoch unless --no-shuffle; the last batch of an epoch may be smaller).
-class TrainingStream {
- public:
-  TrainingStream(const TaskOptions& task, uint64_t seed) : task_(TaskStream(task, seed)) {}
-  TrainingStream(std::vector<Example> examples, bool shuffle, uint64_t seed)
-      : examples_(std::move(examples)), shuffle_(shuffle), shuffle_gen_(seed ^ kShuffleStream) {
-    start_epoch();
-  }
-
-  bool fixed() const { return !task_.has_value(); }
-  int64_t epoch() const { return epoch_; }
-  int64_t size() const { return static_cast<int64_t>(examples_.size()); }
-
-  std::vector<Example> next_batch(int64_t n) {
-    if (!fixed()) return task_->take(n);
-    if (cursor_ == size()) {
-      ++epoch_;
-      start_epoch();
-    }
-    std::vector<Example> batch;
-    for (; cursor_ < size() && static_cast<int64_t>(batch.size()) < n; ++cursor_) batch.push_back(examples_[order_[cursor_]]);
-    return batch;
-  }
-
-  json state() const {
-    if (!fixed()) return {{"task", to_json(task_->state())}};
-    return {{"epoch", epoch_}, {"cursor", cursor_}, {"epoch_start_rng", to_json(epoch_start_)}};
-  }
-  void set_state(const json& j) {
-    if (!fixed()) {
-      task_->set_state(generator_state(j.at("task")));
-      return;
-    }
-    epoch_ = j.at("epoch").get<int64_t>();
-    shuffle_gen_.set_state(generator_state(j.at("epoch_start_rng")));
-    start_epoch();  // redraws this epoch's order from the state it started with
-    cursor_ = j.at("cursor").get<int64_t>();
-  }
-
- private:
-  void start_epoch() {
-    epoch_start_ = shuffle_gen_.state();
-    order_.resize(examples_.size());
-    for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
-    if (shuffle_)
-      for (int64_t i = size() - 1; i > 0; --i) std::swap(order_[i], order_[shuffle_gen_.below(i + 1)]);
-    cursor_ = 0;
-  }
-
-  std::optional<TaskStream> task_;
-  std::vector<Example> examples_;
-  std::vector<int64_t> order_;
-  bool shuffle_ = true;
-  Generator shuffle_gen_{0};
-  Generator::State epoch_start_{};
-  int64_t epoch_ = 0, cursor_ = 0;
-};
+constexpr uint64_t kDropoutStream = 0x64726f706f7574ULL;
 
 int64_t longest_sequence(const std::vector<Example>& examples) {
   int64_t longest = 1;
@@ -110,6 +45,17 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const nn
   if (o.optimizer == "adam") return std::make_unique<optim::Adam>(params, optim::AdamOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
   if (o.optimizer == "adamw") return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
   throw ValueError(cat("--optimizer: '", o.optimizer, "' is not one of sgd, adam, adamw"));
+}
+
+/// Where a run's wall-clock time went (see TrainSummary).
+struct RunTiming {
+  double train_seconds = 0, validation_seconds = 0, checkpoint_seconds = 0;
+};
+
+json to_json(const RunTiming& t) {
+  return {{"train_seconds", t.train_seconds},
+          {"validation_seconds", t.validation_seconds},
+          {"checkpoint_seconds", t.checkpoint_seconds}};
 }
 
 /// One training run's whole state: what trainer.json and the checkpoint files hold.
@@ -128,8 +74,9 @@ struct Run {
   double best_accuracy = -1, best_loss = 0, elapsed_before = 0;  // elapsed_before: seconds of earlier sessions
   double window_loss = 0;                                           // training loss summed since the last row
   int64_t window_steps = 0;
+  RunTiming timing;                                                 // all sessions, up to the last checkpoint
 
-  /// trainer.json; `elapsed` is the run's total training time so far (all sessions).
+  /// trainer.json; `elapsed` is the run's wall-clock time so far (all sessions).
   json trainer_state(double elapsed) const {
     return {{"format", "tapegrad-trainer-1"},
             {"step", step},
@@ -142,6 +89,7 @@ struct Run {
             {"rng", {{"data", stream->state()}, {"dropout", to_json(dropout_rng->state())}}},
             {"best", {{"accuracy", best_accuracy}, {"loss", best_loss}, {"step", best_step}}},
             {"elapsed_seconds", elapsed},
+            {"timing", to_json(timing)},
             {"truncated", truncated},
             {"window", {{"loss", window_loss}, {"steps", window_steps}}}};
   }
@@ -201,6 +149,7 @@ void setup_training(Run& run) {
   TrainOptions& o = run.options;
   if (o.batch_size <= 0) throw ValueError(cat("--batch-size must be positive, got ", o.batch_size));
   if (o.eval_every <= 0) throw ValueError(cat("--eval-every must be positive, got ", o.eval_every));
+  if (o.log_every <= 0) throw ValueError(cat("--log-every must be positive, got ", o.log_every));
   if (o.steps < 0) throw ValueError(cat("--steps must be >= 0, got ", o.steps));
   if (o.epochs < 0) throw ValueError(cat("--epochs must be >= 0, got ", o.epochs));
   if (o.threads < 0) throw ValueError(cat("--threads must be >= 0 (0: all cores), got ", o.threads));
@@ -224,6 +173,41 @@ void publish(Run& run, bool is_best, double elapsed) {
   publish_checkpoint(run.options.out, run.step, contents, is_best);
 }
 
+/// The validation set's loss and accuracy, between two releases of the storage cache. Evaluation batches
+/// have other shapes than training's, so the cache can hand them none of the buffers training left idle:
+/// without the first release, evaluation's buffers would sit on top of training's (the medium model of
+/// issue 7 peaked at 300 MB instead of training's 279 MB); without the second, evaluation's idle buffers
+/// would sit under the next training steps. The cost is one step faulting its buffers in again.
+Evaluation validate(Run& run) {
+  const TrainOptions& o = run.options;
+  release_cached_storage();
+  Evaluation eval = evaluate(*run.model, run.valid, run.vocab, run.labels, evaluation_tokens(o.batch_size, o.context_length));
+  release_cached_storage();
+  return eval;
+}
+
+/// The last validation among the rows, or nullptr (a row with a validation has a finite valid_accuracy).
+const MetricsRow* last_validation(const std::vector<MetricsRow>& rows) {
+  for (auto it = rows.rbegin(); it != rows.rend(); ++it)
+    if (std::isfinite(it->valid_accuracy)) return &*it;
+  return nullptr;
+}
+
+/// Wall-clock seconds since it was made or last asked, so that the loop can charge every moment to exactly
+/// one of training, validation and checkpoints.
+class Lap {
+ public:
+  double next() {
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - mark_).count();
+    mark_ = now;
+    return seconds;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point mark_ = std::chrono::steady_clock::now();
+};
+
 TrainSummary loop(Run& run, std::ostream& log) {
   const TrainOptions& o = run.options;
   const bool cls = o.model.pool == nn::Pooling::cls;
@@ -237,11 +221,15 @@ TrainSummary loop(Run& run, std::ostream& log) {
   const auto params = run.model->named_parameters();
   TrainSummary summary;
   summary.parameters = run.model->parameter_count();
+  RunTiming& timing = run.timing;
   const int64_t first_step = run.step;
-  double last_accuracy = run.metrics.empty() ? 0 : run.metrics.back().valid_accuracy;
-  double last_loss = run.metrics.empty() ? 0 : run.metrics.back().valid_loss;
+  const double train_seconds_before = timing.train_seconds;
+  const MetricsRow* validated = last_validation(run.metrics);
+  bool has_validation = validated != nullptr;
+  double last_accuracy = validated ? validated->valid_accuracy : 0, last_loss = validated ? validated->valid_loss : 0;
   int64_t last_row_step = run.step;
-  double last_row_time = seconds_now(), last_progress = 0;
+  double last_row_train_seconds = timing.train_seconds, last_progress = 0;
+  Lap lap;
 
   run.model->train();
   while (run.step < run.total_steps) {
@@ -251,7 +239,7 @@ TrainSummary loop(Run& run, std::ostream& log) {
     const Tensor loss = cross_entropy(logits, batch.targets);
     run.optimizer->zero_grad();
     backward(loss);
-    const double loss_value = loss.item();
+    const double loss_value = loss.item();  // the one float a step reads back; rows average it
     if (!std::isfinite(loss_value))
       throw ValueError(cat("training diverged at step ", run.step + 1, " (loss ", loss_value, "); lower --lr or set --clip-grad"));
     if (o.clip_grad > 0) optim::clip_grad_norm(params, o.clip_grad);
@@ -261,39 +249,53 @@ TrainSummary loop(Run& run, std::ostream& log) {
     run.window_loss += loss_value;
     ++run.window_steps;
 
-    const double elapsed = seconds_now();
-    const double rate = (run.step - first_step) / std::max(elapsed - run.elapsed_before, 1e-9);
-    if (live && elapsed - last_progress >= 0.1) {  // redraw the progress line at most ten times a second
-      last_progress = elapsed;
+    const double rate = (run.step - first_step) / std::max(timing.train_seconds - train_seconds_before, 1e-9);
+    if (live && seconds_now() - last_progress >= 0.1) {  // redraw the progress line at most ten times a second
+      last_progress = seconds_now();
       char line[160];
       std::snprintf(line, sizeof line, "\rstep %lld/%lld  loss %.4f  val acc %s  %.0f steps/s  ETA %s   ",
                     static_cast<long long>(run.step), static_cast<long long>(run.total_steps), loss_value,
-                    run.metrics.empty() ? "-" : (std::to_string(last_accuracy * 100).substr(0, 5) + "%").c_str(),
-                    rate, format_duration((run.total_steps - run.step) / rate).c_str());
+                    has_validation ? (std::to_string(last_accuracy * 100).substr(0, 5) + "%").c_str() : "-", rate,
+                    format_duration((run.total_steps - run.step) / rate).c_str());
       log << line << std::flush;
     }
-    const bool last = run.step == run.total_steps;
-    if (run.step % o.eval_every != 0 && !last) continue;
+    timing.train_seconds += lap.next();
+    const bool validating = run.step % o.eval_every == 0 || run.step == run.total_steps;
+    if (!validating && run.step % o.log_every != 0) continue;
 
-    const Evaluation eval = evaluate(*run.model, run.valid, run.vocab, run.labels);
-    last_accuracy = eval.accuracy;
-    last_loss = eval.loss;
-    const double now = seconds_now();
-    MetricsRow row{run.step,          run.stream->epoch(), run.optimizer->lr(), run.window_loss / run.window_steps,
-                   eval.loss,         eval.accuracy,       (run.step - last_row_step) / std::max(now - last_row_time, 1e-9),
-                   now};
-    run.metrics.push_back(row);
+    // A row: the mean training loss since the previous row, and the validation when there is one.
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    MetricsRow row{run.step,
+                   run.stream->epoch(),
+                   run.optimizer->lr(),
+                   run.window_loss / run.window_steps,
+                   nan,
+                   nan,
+                   (run.step - last_row_step) / std::max(timing.train_seconds - last_row_train_seconds, 1e-9),
+                   seconds_now()};
     last_row_step = run.step;
-    last_row_time = now;
+    last_row_train_seconds = timing.train_seconds;
     run.window_loss = 0;
     run.window_steps = 0;
+    if (!validating) {  // reaches metrics.csv with the next checkpoint, so that files and checkpoints agree
+      run.metrics.push_back(row);
+      continue;
+    }
+
+    const Evaluation eval = validate(run);
+    timing.validation_seconds += lap.next();
+    last_accuracy = row.valid_accuracy = eval.accuracy;
+    last_loss = row.valid_loss = eval.loss;
+    row.elapsed_seconds = seconds_now();
+    run.metrics.push_back(row);
+    has_validation = true;
     if (live) log << "\r\033[K";
     char line[256];
     std::snprintf(line, sizeof line,
                   "step %lld/%lld  epoch %lld  lr %.2e  loss %.4f  val loss %.4f  val acc %.2f%%  %.1f steps/s  %s\n",
                   static_cast<long long>(run.step), static_cast<long long>(run.total_steps),
                   static_cast<long long>(row.epoch), row.lr, row.train_loss, row.valid_loss, 100 * row.valid_accuracy,
-                  row.steps_per_second, format_duration(now).c_str());
+                  row.steps_per_second, format_duration(row.elapsed_seconds).c_str());
     log << line << std::flush;
 
     const bool is_best = eval.accuracy > run.best_accuracy;
@@ -304,11 +306,12 @@ TrainSummary loop(Run& run, std::ostream& log) {
     }
     const bool reached = o.target_acc > 0 && eval.accuracy >= o.target_acc;
     if (reached) run.total_steps = run.step;  // early stop: this checkpoint is the last
-    // metrics.csv first: a kill before the publish leaves a row that resume drops (it keeps the rows up
-    // to the checkpoint's step); the other order would lose this row for good.
+    // metrics.csv first: a kill before the publish leaves rows that resume drops (it keeps the rows up
+    // to the checkpoint's step); the other order would lose them for good.
     write_metrics_csv(o.out + "/metrics.csv", run.metrics);
     write_curves_svg(o.out + "/curves.svg", run.metrics, "tapegrad: " + (o.data.empty() ? o.task.name : o.data));
-    publish(run, is_best, now);
+    publish(run, is_best, row.elapsed_seconds);
+    timing.checkpoint_seconds += lap.next();
     if (reached) {
       summary.reached_target = true;
       break;
@@ -316,7 +319,10 @@ TrainSummary loop(Run& run, std::ostream& log) {
   }
   summary.steps = run.step;
   summary.seconds = seconds_now();
-  summary.steps_per_second = (run.step - first_step) / std::max(summary.seconds - run.elapsed_before, 1e-9);
+  summary.train_seconds = timing.train_seconds;
+  summary.validation_seconds = timing.validation_seconds;
+  summary.checkpoint_seconds = timing.checkpoint_seconds;
+  summary.train_steps_per_second = run.step / std::max(timing.train_seconds, 1e-9);
   summary.final_accuracy = last_accuracy;
   summary.final_loss = last_loss;
   summary.best_accuracy = std::max(run.best_accuracy, 0.0);
@@ -329,91 +335,13 @@ TrainSummary loop(Run& run, std::ostream& log) {
 
 }  // namespace
 
-json to_json(const TrainOptions& o) {
-  return {{"task", {{"name", o.task.name}, {"symbols", o.task.symbols}, {"min_len", o.task.min_len}, {"max_len", o.task.max_len}}},
-          {"data", o.data},
-          {"valid", o.valid},
-          {"valid_fraction", o.valid_fraction},
-          {"train_size", o.train_size},
-          {"model", model_config_json(o.model)},
-          {"context_length", o.context_length},
-          {"optimizer", o.optimizer},
-          {"lr", o.lr},
-          {"weight_decay", o.weight_decay},
-          {"momentum", o.momentum},
-          {"warmup", o.warmup},
-          {"schedule", o.schedule},
-          {"clip_grad", o.clip_grad},
-          {"batch_size", o.batch_size},
-          {"steps", o.steps},
-          {"epochs", o.epochs},
-          {"seed", o.seed},
-          {"threads", o.threads},
-          {"eval_every", o.eval_every},
-          {"target_acc", o.target_acc},
-          {"out", o.out},
-          {"init", o.init},
-          {"shuffle", o.shuffle},
-          {"overwrite", o.overwrite}};
-}
-
-TrainOptions train_options_from_json(const json& j, const std::string& path) {
-  try {
-    TrainOptions o;
-    const json& t = j.at("task");
-    o.task = {t.at("name").get<std::string>(), t.at("symbols").get<int64_t>(), t.at("min_len").get<int64_t>(),
-              t.at("max_len").get<int64_t>()};
-    o.data = j.at("data").get<std::string>();
-    o.valid = j.at("valid").get<std::string>();
-    o.valid_fraction = j.at("valid_fraction").get<double>();
-    o.train_size = j.at("train_size").get<int64_t>();
-    const json& m = j.at("model");
-    o.model.vocab_size = m.at("vocab_size").get<int64_t>();
-    o.model.d_model = m.at("d_model").get<int64_t>();
-    o.model.n_heads = m.at("n_heads").get<int64_t>();
-    o.model.d_ff = m.at("d_ff").get<int64_t>();
-    o.model.n_layers = m.at("n_layers").get<int64_t>();
-    o.model.context_length = m.at("context_length").get<int64_t>();
-    o.model.num_classes = m.at("num_classes").get<int64_t>();
-    o.model.norm_first = m.at("norm_first").get<bool>();
-    o.model.activation = nn::parse_activation(m.at("activation").get<std::string>());
-    o.model.pool = nn::parse_pooling(m.at("pool").get<std::string>());
-    o.model.positional = nn::parse_positional(m.at("positional").get<std::string>());
-    o.model.layer_norm_eps = m.at("layer_norm_eps").get<double>();
-    o.model.final_norm = m.at("final_norm").get<bool>();
-    o.model.dropout = m.at("dropout").get<double>();
-    o.model.pad_id = m.at("pad_id").get<int64_t>();
-    o.context_length = j.at("context_length").get<int64_t>();
-    o.optimizer = j.at("optimizer").get<std::string>();
-    o.lr = j.at("lr").get<double>();
-    o.weight_decay = j.at("weight_decay").get<double>();
-    o.momentum = j.at("momentum").get<double>();
-    o.warmup = j.at("warmup").get<int64_t>();
-    o.schedule = j.at("schedule").get<std::string>();
-    o.clip_grad = j.at("clip_grad").get<double>();
-    o.batch_size = j.at("batch_size").get<int64_t>();
-    o.steps = j.at("steps").get<int64_t>();
-    o.epochs = j.at("epochs").get<int64_t>();
-    o.seed = j.at("seed").get<uint64_t>();
-    o.threads = j.at("threads").get<int>();
-    o.eval_every = j.at("eval_every").get<int64_t>();
-    o.target_acc = j.at("target_acc").get<double>();
-    o.out = j.at("out").get<std::string>();
-    o.init = j.at("init").get<std::string>();
-    o.shuffle = j.at("shuffle").get<bool>();
-    o.overwrite = j.value("overwrite", false);
-    return o;
-  } catch (const json::exception& e) {
-    throw IOError(cat(path, ": malformed training options (", e.what(), ")"));
-  } catch (const ValueError& e) {
-    throw IOError(cat(path, ": ", e.what()));
-  }
-}
-
 json to_json(const TrainSummary& s) {
   return {{"steps", s.steps},
           {"seconds", s.seconds},
-          {"train_steps_per_second", s.steps_per_second},
+          {"train_seconds", s.train_seconds},
+          {"validation_seconds", s.validation_seconds},
+          {"checkpoint_seconds", s.checkpoint_seconds},
+          {"train_steps_per_second", s.train_steps_per_second},
           {"final_valid_accuracy", s.final_accuracy},
           {"final_valid_loss", s.final_loss},
           {"best_valid_accuracy", s.best_accuracy},
@@ -499,6 +427,13 @@ TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log) {
     run.best_loss = state.at("best").at("loss").get<double>();
     run.best_step = state.at("best").at("step").get<int64_t>();
     run.elapsed_before = state.at("elapsed_seconds").get<double>();
+    if (state.contains("timing")) {
+      const json& t = state.at("timing");
+      run.timing = {t.at("train_seconds").get<double>(), t.at("validation_seconds").get<double>(),
+                    t.at("checkpoint_seconds").get<double>()};
+    } else {  // a run from before the split: all its time counts as training
+      run.timing.train_seconds = run.elapsed_before;
+    }
     run.truncated = state.at("truncated").get<int64_t>();
     run.window_loss = state.at("window").at("loss").get<double>();
     run.window_steps = state.at("window").at("steps").get<int64_t>();

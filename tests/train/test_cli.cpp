@@ -253,12 +253,23 @@ TEST_CASE("train: cli train --json prints one JSON line with the documented keys
   REQUIRE(lines.size() == 1);
   const json summary = json::parse(lines[0]);
   REQUIRE(summary.is_object());
-  for (const char* key : {"steps", "seconds", "train_steps_per_second", "final_valid_accuracy", "final_valid_loss",
-                          "best_valid_accuracy", "best_valid_loss", "parameters", "out"})
+  for (const char* key : {"steps", "seconds", "train_seconds", "validation_seconds", "checkpoint_seconds",
+                          "train_steps_per_second", "final_valid_accuracy", "final_valid_loss", "best_valid_accuracy",
+                          "best_valid_loss", "parameters", "out"})
     CHECK(summary.contains(key));
   CHECK(summary.at("steps") == 20);
-  CHECK(summary.at("seconds").get<double>() > 0);
-  CHECK(summary.at("train_steps_per_second").get<double>() > 0);
+  // Every moment of the run is charged to one of training, validation and checkpoints, within the total.
+  const auto seconds = [](const json& j, const char* key) { return j.at(key).get<double>(); };
+  const auto require_timing = [&](const json& j) {
+    INFO(j.dump());
+    CHECK(seconds(j, "train_seconds") > 0);
+    CHECK(seconds(j, "validation_seconds") > 0);
+    CHECK(seconds(j, "checkpoint_seconds") > 0);
+    CHECK(seconds(j, "train_seconds") + seconds(j, "validation_seconds") + seconds(j, "checkpoint_seconds") <=
+          seconds(j, "seconds"));
+    CHECK(seconds(j, "train_steps_per_second") == Approx(j.at("steps").get<double>() / seconds(j, "train_seconds")));
+  };
+  require_timing(summary);
   const double accuracy = summary.at("final_valid_accuracy").get<double>();
   CHECK((accuracy >= 0 && accuracy <= 1));
   CHECK(summary.at("best_valid_accuracy").get<double>() >= accuracy);
@@ -273,7 +284,11 @@ TEST_CASE("train: cli train --json prints one JSON line with the documented keys
   INFO("resume stderr: " << resumed.err);
   REQUIRE(resumed.exit_code == 0);
   REQUIRE(lines_of(resumed.out).size() == 1);
-  CHECK(json::parse(resumed.out).at("steps") == 30);
+  const json resumed_summary = json::parse(resumed.out);
+  CHECK(resumed_summary.at("steps") == 30);
+  require_timing(resumed_summary);  // over both sessions
+  CHECK(seconds(resumed_summary, "train_seconds") > seconds(summary, "train_seconds"));
+  CHECK_THAT(resumed.err, Catch::Contains("training") && Catch::Contains("validation") && Catch::Contains("checkpoints"));
 }
 
 TEST_CASE("train: cli TSV round trip: train then predict then eval") {
@@ -325,6 +340,29 @@ TEST_CASE("train: cli TSV round trip: train then predict then eval") {
     CHECK(json::parse(lines[4]).at("label") == "neg");  // the keyword survives the cut to 8 words
     CHECK_THAT(r.err, Catch::Contains("text 5 was cut to the context length 8"));
     CHECK(lines_of(r.err).size() == 1);
+  }
+  SECTION("predict gives each text what it gives that text alone, whatever batch it lands in") {
+    // Texts of 1 to 8 words: predict sorts them by length and pads each batch to its longest.
+    const std::vector<std::string> texts = {"good", "the plot was bad", "bad film", "the film was very good indeed ok",
+                                            "it was a good", "xyzzy", "bad the a film was very quite plot actor"};
+    std::string together = "predict --json --checkpoint " + quote(run);
+    for (const std::string& text : texts) together += " --text " + quote(text);
+    const Result all = run_cli(dir, together);
+    REQUIRE(all.exit_code == 0);
+    const std::vector<std::string> lines = lines_of(all.out);
+    REQUIRE(lines.size() == texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const Result alone = run_cli(dir, "predict --json --checkpoint " + quote(run) + " --text " + quote(texts[i]));
+      REQUIRE(alone.exit_code == 0);
+      const json a = json::parse(lines[i]), b = json::parse(alone.out);
+      INFO(lines[i] << " vs alone " << alone.out);
+      CHECK(a.at("text") == b.at("text"));
+      CHECK(a.at("label") == b.at("label"));
+      for (const std::string& l : labels) {  // equal but for float rounding: see tests/train/test_evaluate.cpp
+        CHECK(a.at("probs").at(l).get<double>() == Approx(b.at("probs").at(l).get<double>()).margin(1e-6));
+        CHECK(a.at("logits").at(l).get<double>() == Approx(b.at("logits").at(l).get<double>()).margin(1e-5));
+      }
+    }
   }
   SECTION("predict reads one text per line from stdin") {
     const Result r = run_cli(dir, "predict --checkpoint " + quote(run), "the music was good\n\nit was bad\n");

@@ -3,6 +3,7 @@
 // starts from a checkpoint's weights with a fresh optimizer, and a run directory always shows one whole
 // checkpoint (stray folders of a killed run are ignored and then removed).
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -84,6 +85,13 @@ std::vector<std::string> metrics_without_timing(const std::string& path) {
   return rows;
 }
 
+/// The header and one row per step that logs (every log_every), validates (every eval_every) or ends the run.
+size_t expected_lines(int64_t total, int64_t eval_every, int64_t log_every) {
+  size_t lines = 1;
+  for (int64_t step = 1; step <= total; ++step) lines += step % eval_every == 0 || step % log_every == 0 || step == total;
+  return lines;
+}
+
 json trainer_json(const std::string& dir) { return json::parse(read_file(fs::path(dir) / "trainer.json")); }
 
 /// Runs `straight` to 2n steps, and the same options to n steps then resume to 2n, in two run
@@ -107,7 +115,7 @@ void require_exact_resume(TrainOptions options, int64_t n, const TempDir& dir) {
   require_same_tensors(a + "/optimizer.safetensors", b + "/optimizer.safetensors");
   require_same_tensors(a + "/best/model.safetensors", b + "/best/model.safetensors");
   const std::vector<std::string> rows_a = metrics_without_timing(a + "/metrics.csv");
-  CHECK(rows_a.size() == static_cast<size_t>(2 * n / options.eval_every + 1));  // the header and one row per validation
+  CHECK(rows_a.size() == expected_lines(2 * n, options.eval_every, options.log_every));
   CHECK(rows_a == metrics_without_timing(b + "/metrics.csv"));
   CHECK(straight.final_accuracy == resumed.final_accuracy);
   CHECK(straight.final_loss == resumed.final_loss);
@@ -196,6 +204,46 @@ TEST_CASE("train: resume is bit-identical with dropout") {
   std::ostringstream log;
   train(no_dropout, log);
   CHECK(trainer_json(dir / "straight").at("rng").at("dropout") != trainer_json(no_dropout.out).at("rng").at("dropout"));
+}
+
+TEST_CASE("train: metrics.csv has a training-loss row every --log-every steps and resume neither repeats nor loses one") {
+  TempDir dir("tapegrad_test_e2e");
+  TrainOptions options = small_options("");
+  options.eval_every = 10;
+  options.log_every = 3;
+  // Stops after a validation that is off the log grid (20), so that both sessions write rows of each kind.
+  // (A stop at any other step validates there, which an uninterrupted run does not.)
+  require_exact_resume(options, 20, dir);
+
+  const std::vector<MetricsRow> rows = read_metrics_csv(dir / "straight/metrics.csv");
+  std::vector<int64_t> steps;
+  for (const MetricsRow& row : rows) {
+    INFO("step " << row.step);
+    steps.push_back(row.step);
+    CHECK(std::isfinite(row.train_loss));
+    CHECK(row.steps_per_second > 0);
+    const bool validated = row.step % 10 == 0;
+    CHECK(std::isfinite(row.valid_loss) == validated);
+    CHECK(std::isfinite(row.valid_accuracy) == validated);
+  }
+  const std::vector<int64_t> expected = {3, 6, 9, 10, 12, 15, 18, 20, 21, 24, 27, 30, 33, 36, 39, 40};
+  CHECK(steps == expected);
+  // On disk a training-only row leaves its validation cells empty.
+  std::istringstream lines(read_file(dir / "straight/metrics.csv"));
+  std::string header, first;
+  std::getline(lines, header);
+  std::getline(lines, first);
+  CHECK_THAT(first, Catch::StartsWith("3,0,") && Catch::Contains(",,"));
+
+  // A session killed after logging rows past its last checkpoint (step 20): resume drops them and writes
+  // them again, so the file ends as the uninterrupted run's.
+  options.out = dir / "killed";
+  options.steps = 20;
+  std::ostringstream log;
+  train(options, log);
+  std::ofstream(fs::path(options.out) / "metrics.csv", std::ios::app) << "21,0,0.005,9.5,,,100,1\n24,0,0.005,9.5,,,100,1\n30,0,0.005,9.5,9.5,0.125,100,1\n";
+  resume(options.out, 40, log);
+  CHECK(metrics_without_timing(options.out + "/metrics.csv") == metrics_without_timing(dir / "straight/metrics.csv"));
 }
 
 TEST_CASE("train: resume with a new total stretches a decaying schedule over it") {

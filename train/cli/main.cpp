@@ -71,6 +71,7 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   cmd->add_option("--seed", o.seed, "Seed of every random stream")->capture_default_str();
   cmd->add_option("--threads", o.threads, "BLAS threads (0: all cores)")->capture_default_str();
   cmd->add_option("--eval-every", o.eval_every, "Validate (and checkpoint) every this many steps")->capture_default_str();
+  cmd->add_option("--log-every", o.log_every, "Add the mean training loss of the last this many steps to metrics.csv and curves.svg")->capture_default_str();
   cmd->add_option("--target-acc", o.target_acc, "Stop once validation accuracy reaches this fraction (0: never)")->capture_default_str();
   cmd->add_option("--out", o.out, "Run directory: checkpoint, best/, metrics.csv, curves.svg")->capture_default_str();
   cmd->add_option("--init", o.init, "Start from this checkpoint's weights and vocabulary, with a fresh optimizer");
@@ -91,9 +92,12 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
       o.shuffle = !f.no_shuffle;
       summary = train(o, std::cerr);
     }
-    std::fprintf(stderr, "%s after %lld steps (%.1f s, %.1f steps/s): validation accuracy %.2f%% (best %.2f%% at step %lld)\n",
+    std::fprintf(stderr,
+                 "%s after %lld steps in %.1f s (training %.1f s at %.1f steps/s, validation %.1f s, checkpoints %.1f s): "
+                 "validation accuracy %.2f%% (best %.2f%% at step %lld)\n",
                  summary.reached_target ? "reached the target" : "finished", static_cast<long long>(summary.steps),
-                 summary.seconds, summary.steps_per_second, 100 * summary.final_accuracy, 100 * summary.best_accuracy,
+                 summary.seconds, summary.train_seconds, summary.train_steps_per_second, summary.validation_seconds,
+                 summary.checkpoint_seconds, 100 * summary.final_accuracy, 100 * summary.best_accuracy,
                  static_cast<long long>(summary.best_step));
     if (summary.truncated > 0)
       std::fprintf(stderr, "%lld training sequences were cut to the context length\n", static_cast<long long>(summary.truncated));
@@ -125,6 +129,12 @@ std::optional<TrainOptions> saved_options(const std::string& dir) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+/// The evaluation batch budget for a checkpoint: the tokens of the batch it was trained with (evaluate.h).
+int64_t evaluation_tokens_for(const std::string& dir, const LoadedModel& loaded) {
+  const auto saved = saved_options(dir);
+  return evaluation_tokens(saved ? saved->batch_size : TrainOptions().batch_size, loaded.options.context_length);
 }
 
 void add_eval(CLI::App& app, EvalFlags& f) {
@@ -159,7 +169,8 @@ void add_eval(CLI::App& app, EvalFlags& f) {
     for (const Example& e : examples)
       if (std::find(loaded.labels.begin(), loaded.labels.end(), e.label) == loaded.labels.end())
         throw ValueError(cat("eval: label '", e.label, "' is not one of the checkpoint's ", loaded.labels.size(), " labels"));
-    const Evaluation result = evaluate(*loaded.model, examples, loaded.vocab, loaded.labels);
+    const Evaluation result =
+        evaluate(*loaded.model, examples, loaded.vocab, loaded.labels, evaluation_tokens_for(f.checkpoint, loaded));
     if (f.json) {
       std::cout << json{{"examples", result.count}, {"loss", result.loss}, {"accuracy", result.accuracy},
                         {"labels", loaded.labels}, {"confusion", result.confusion}, {"truncated", result.truncated}}
@@ -201,19 +212,30 @@ void add_predict(CLI::App& app, PredictFlags& f) {
         if (!line.empty()) texts.push_back(line);
     if (texts.empty()) throw ValueError("predict: no texts (give --text or lines on stdin)");
     const bool cls = loaded.options.pool == nn::Pooling::cls;
-    NoGradGuard no_grad;
-    for (size_t i = 0; i < texts.size(); ++i) {
-      const Batch batch = make_batch({{loaded.labels[0], texts[i]}}, loaded.vocab, loaded.labels,
-                                     loaded.options.context_length, cls);
+    const int64_t context = loaded.options.context_length;
+    std::vector<std::vector<int64_t>> sequences;
+    std::vector<bool> truncated;
+    for (const std::string& text : texts) {
+      bool cut = false;
+      sequences.push_back(encode_text(text, loaded.vocab, context, cls, &cut));
+      truncated.push_back(cut);
+    }
+    const Tensor logits = classify(*loaded.model, sequences, evaluation_tokens_for(f.checkpoint, loaded));  // (N, K)
+    const std::vector<double> all_z = logits.to_vector(), all_p = softmax(logits, -1).to_vector();
+    if (!f.attention_svg.empty()) {  // the first text alone, so that its heatmaps have no padding
+      NoGradGuard no_grad;
+      const PaddedIds first = pad_sequences(sequences, std::vector<int64_t>{0});
       std::vector<Tensor> attention;
-      const Tensor logits = loaded.model->forward(batch.ids, batch.key_padding_mask, &attention);
-      const std::vector<double> z = logits.to_vector(), p = softmax(logits, -1).to_vector();
+      loaded.model->forward(first.ids, first.key_padding_mask, &attention);
+      std::vector<std::string> tokens;
+      for (int64_t id : sequences[0]) tokens.push_back(loaded.vocab.token(id));
+      write_attention_svg(f.attention_svg, tokens, attention, "attention: " + texts[0]);
+    }
+    const size_t K = loaded.labels.size();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::vector<double> z(all_z.begin() + i * K, all_z.begin() + (i + 1) * K),
+          p(all_p.begin() + i * K, all_p.begin() + (i + 1) * K);
       const size_t best = std::max_element(p.begin(), p.end()) - p.begin();
-      if (i == 0 && !f.attention_svg.empty()) {
-        std::vector<std::string> tokens;
-        for (int64_t id : batch.ids.to_int_vector()) tokens.push_back(loaded.vocab.token(id));
-        write_attention_svg(f.attention_svg, tokens, attention, "attention: " + texts[0]);
-      }
       if (f.json) {
         json probs = json::object(), logit = json::object();
         for (size_t c = 0; c < p.size(); ++c) {
@@ -227,8 +249,8 @@ void add_predict(CLI::App& app, PredictFlags& f) {
         for (size_t c = 0; c < p.size(); ++c) std::printf("%s%s=%.4f", c ? " " : "", loaded.labels[c].c_str(), p[c]);
         std::printf("\t%s\n", texts[i].c_str());
       }
-      if (batch.truncated) std::fprintf(stderr, "note: text %zu was cut to the context length %lld\n", i + 1,
-                                        static_cast<long long>(loaded.options.context_length));
+      if (truncated[i]) std::fprintf(stderr, "note: text %zu was cut to the context length %lld\n", i + 1,
+                                     static_cast<long long>(context));
     }
     if (!f.attention_svg.empty()) std::fprintf(stderr, "attention heatmaps: %s\n", f.attention_svg.c_str());
   });

@@ -1,0 +1,94 @@
+// Evaluation and classify: no tape, the model's mode restored, and results that do not depend on how the
+// examples are batched: padding is masked out of attention and pooling, and the loss is summed per example
+// in example order. Not bit for bit: a reduction over a padded length (the softmax over keys, the mean
+// over positions) groups the same non-zero terms differently when the length differs, so a logit can move
+// by an ulp or two; predictions and counts are exact.
+#include <catch2/catch.hpp>
+
+#include "autograd/autograd.h"
+#include "train/batching.h"
+#include "train/evaluate.h"
+
+using namespace tapegrad;
+
+namespace {
+
+/// An untrained classifier for the majority task (so its logits are far from ties), lengths 1 to 12.
+struct Fixture {
+  TaskOptions task{"majority", 6, 1, 12};
+  std::vector<Example> examples = validation_set(task, 7);
+  TaskStream stream{task, 7};
+  Vocab vocab = Vocab::build(stream.all_words());
+  std::vector<std::string> labels = stream.labels();
+  std::unique_ptr<nn::SequenceClassifier> model;
+
+  explicit Fixture(nn::Pooling pool) {
+    nn::ClassifierOptions o;
+    o.vocab_size = vocab.size();
+    o.d_model = 16;
+    o.n_heads = 2;
+    o.d_ff = 24;
+    o.n_layers = 2;
+    o.context_length = 10;  // shorter than the longest text: truncation too
+    o.num_classes = static_cast<int64_t>(labels.size());
+    o.pad_id = Vocab::kPad;
+    o.pool = pool;
+    o.dropout = 0;
+    Generator init(11);
+    model = std::make_unique<nn::SequenceClassifier>(o, init, nullptr);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("train: evaluation gives identical results for every batch budget") {
+  for (const nn::Pooling pool : {nn::Pooling::mean, nn::Pooling::cls}) {
+    INFO("pool " << nn::pooling_name(pool));
+    Fixture f(pool);
+    REQUIRE(f.examples.size() >= 1000);
+    // 1 token: one sequence per batch, no padding at all; 37: a few per batch, cut mid-length; one batch.
+    const Evaluation alone = evaluate(*f.model, f.examples, f.vocab, f.labels, 1);
+    for (const int64_t budget : {int64_t{37}, int64_t{640}, int64_t{1} << 40}) {
+      INFO("budget " << budget);
+      const Evaluation batched = evaluate(*f.model, f.examples, f.vocab, f.labels, budget);
+      CHECK(batched.loss == Approx(alone.loss).epsilon(1e-6));
+      CHECK(batched.accuracy == alone.accuracy);
+      CHECK(batched.confusion == alone.confusion);
+      CHECK(batched.count == alone.count);
+      CHECK(batched.truncated == alone.truncated);
+    }
+    CHECK(alone.truncated > 0);
+    CHECK(alone.count == static_cast<int64_t>(f.examples.size()));
+  }
+}
+
+TEST_CASE("train: classify returns each sequence's logits in order, as its own forward does") {
+  Fixture f(nn::Pooling::mean);
+  std::vector<std::vector<int64_t>> sequences;
+  for (size_t i = 0; i < 40; ++i) sequences.push_back(encode_text(f.examples[i].text, f.vocab, 10, false));
+  const Tensor logits = classify(*f.model, sequences, 50);
+  REQUIRE(logits.shape() == Shape{40, f.model->options().num_classes});
+  const std::vector<double> all = logits.to_vector();
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    INFO("sequence " << i);
+    const PaddedIds one = pad_sequences(sequences, std::vector<int64_t>{static_cast<int64_t>(i)});
+    const std::vector<double> z = f.model->forward(one.ids, one.key_padding_mask).to_vector();
+    for (size_t k = 0; k < z.size(); ++k) CHECK(all[i * z.size() + k] == Approx(z[k]).margin(1e-6));
+  }
+}
+
+TEST_CASE("train: evaluation records nothing on the tape and restores the model's mode") {
+  Fixture f(nn::Pooling::mean);
+  for (const bool training : {true, false}) {
+    f.model->train(training);
+    REQUIRE(grad_enabled());
+    evaluate(*f.model, f.examples, f.vocab, f.labels, 100);
+    CHECK(Tape::current().size() == 0);
+    CHECK(f.model->is_training() == training);
+    CHECK(grad_enabled());
+  }
+  CHECK_THROWS_AS(classify(*f.model, {{3, 4}}, 0), ValueError);
+  CHECK(evaluation_tokens(32, 20) == 640);
+  CHECK_THROWS_AS(evaluation_tokens(0, 20), ValueError);
+}

@@ -1,0 +1,64 @@
+#pragma once
+// What `tapegrad train` takes: the options of a run, and their JSON form in trainer.json (what --resume
+// reads back).
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/classifier.h"
+#include "train/tasks.h"
+
+namespace tapegrad {
+
+/// The default model of `tapegrad train`: d_model 32, 2 heads, d_ff 64, 2 layers, no dropout.
+inline nn::ClassifierOptions default_model() {
+  nn::ClassifierOptions model;
+  model.vocab_size = 0;  // from the data
+  model.d_model = 32;
+  model.n_heads = 2;
+  model.d_ff = 64;
+  model.n_layers = 2;
+  model.dropout = 0;
+  return model;
+}
+
+/// Everything `tapegrad train` takes. Zero means "derive it" where noted.
+struct TrainOptions {
+  // data: a built-in task, or a TSV file of label<TAB>text
+  TaskOptions task{"majority"};
+  std::string data;               // training TSV (replaces the task)
+  std::string valid;              // validation TSV; empty: a seeded split of data
+  double valid_fraction = 0.1;    // of data, when valid is empty
+  int64_t train_size = 0;         // task only: a fixed training set of this many examples; 0: fresh each batch
+  // model (vocab_size, num_classes and context_length are filled in from the data). The defaults are a
+  // small model that learns the built-in tasks to 99% in a few hundred steps.
+  nn::ClassifierOptions model = default_model();
+  int64_t context_length = 0;     // 0: the longest sequence the task or the training file can produce
+  // optimisation
+  std::string optimizer = "adamw";  // sgd | adam | adamw
+  double lr = 5e-3;
+  double weight_decay = 0.01;
+  double momentum = 0.9;          // sgd only
+  int64_t warmup = 0;             // linear warm-up steps
+  std::string schedule = "constant";  // constant | cosine | linear (decay after warm-up)
+  double clip_grad = 0;           // global-norm clipping; 0: off
+  int64_t batch_size = 64;
+  int64_t steps = 0;              // total optimizer steps; 0: from epochs, or 2000
+  int64_t epochs = 0;             // passes over a fixed training set (data or train_size)
+  uint64_t seed = 0;
+  int threads = 1;                // OpenBLAS threads (0: all cores); small models run fastest on one
+  // evaluation and output
+  int64_t eval_every = 100;
+  int64_t log_every = 10;         // a training-loss row in metrics.csv every this many steps
+  double target_acc = 0;          // stop once validation accuracy reaches it (a fraction); 0: never
+  std::string out = "runs/latest";
+  std::string init;               // start from a checkpoint's weights and vocabulary, fresh optimizer
+  bool shuffle = true;
+  bool overwrite = false;         // replace a run already in `out` (refused otherwise)
+};
+
+nlohmann::json to_json(const TrainOptions& options);
+TrainOptions train_options_from_json(const nlohmann::json& json, const std::string& path);
+
+}  // namespace tapegrad
