@@ -111,7 +111,9 @@ std::vector<double> Tensor::to_vector() const {
 
 std::vector<int64_t> Tensor::to_int_vector() const {
   std::vector<int64_t> values;
-  for (double v : to_vector()) values.push_back(static_cast<int64_t>(v));
+  values.reserve(numel());
+  const void* base = base_of(*this);
+  for_each_offset(*this, [&](int64_t off) { values.push_back(static_cast<int64_t>(read_element(base, dtype(), off))); });
   return values;
 }
 

@@ -96,15 +96,19 @@ Tensor SequenceClassifier::pool(const Tensor& x, const Tensor& key_padding_mask)
     throw ShapeError(cat("SequenceClassifier: key_padding_mask ", key_padding_mask.shape(),
                          " must be bool (B, T) for x ", x.shape()));
   // Pad positions are replaced by exact zeros, so their values cannot reach the sum.
-  const Tensor summed = sum(masked_fill(x, reshape(key_padding_mask, {B, T, 1}), 0.0), 1);  // (B, C)
-  const std::vector<double> pads = key_padding_mask.to_vector();
-  std::vector<double> counts(B);
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t kept = 0;
-    for (int64_t t = 0; t < T; ++t) kept += pads[b * T + t] == 0;
-    counts[b] = static_cast<double>(std::max<int64_t>(kept, 1));
-  }
-  return summed / tensor(counts, {B, 1}, x.dtype());
+  const Tensor summed = sum(masked_fill(x, unsqueeze(key_padding_mask, 2), 0.0), 1);  // (B, C)
+  const Tensor pads = key_padding_mask.contiguous();
+  const bool* pad = pads.data<bool>();
+  Tensor counts = empty({B, 1}, x.dtype());  // kept positions per row, at least 1
+  dispatch_float(x.dtype(), "SequenceClassifier", [&](auto tag) {
+    using T_ = decltype(tag);
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t kept = 0;
+      for (int64_t t = 0; t < T; ++t) kept += !pad[b * T + t];
+      counts.data<T_>()[b] = static_cast<T_>(std::max<int64_t>(kept, 1));
+    }
+  });
+  return summed / counts;
 }
 
 Tensor SequenceClassifier::forward(const Tensor& ids, const Tensor& key_padding_mask,

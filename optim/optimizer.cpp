@@ -58,7 +58,8 @@ std::vector<Tensor> Optimizer::add_state(const std::string& kind) {
 void Optimizer::step() {
   NoGradGuard no_grad;
   // Check every grad before touching anything, so a bad one leaves the whole model as it was.
-  std::vector<Tensor> grads(params_.size());
+  std::vector<Tensor>& grads = grads_;
+  grads.assign(params_.size(), Tensor());
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [pname, p] = params_[i];
     const Tensor grad = p.grad();
@@ -78,6 +79,7 @@ void Optimizer::step() {
     update(i, grads[i]);
     ++params_[i].second.storage()->version;  // an in-place write: a tape entry that saved p must not read it
   }
+  grads.assign(params_.size(), Tensor());  // hold no gradient past the step
 }
 
 void Optimizer::zero_grad() {

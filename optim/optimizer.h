@@ -83,6 +83,7 @@ class Optimizer {
   int64_t steps_ = 0;
   std::vector<int64_t> updates_;  // per parameter: its "step.<name>"
   NamedTensors buffers_;          // every add_state tensor under its state() name
+  std::vector<Tensor> grads_;     // step()'s checked gradients, kept so that a step allocates nothing
 };
 
 /// Throws ValueError "<optimizer>: <option> must be <requirement>, got <value>" unless ok.
