@@ -4,10 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <unordered_map>
+#include <map>
 #include <vector>
 
 #include "autograd/pool.h"
@@ -17,7 +18,7 @@ namespace tapegrad {
 
 // Training asks for the same buffer sizes every step: step N+1 allocates exactly what step N freed. So a
 // buffer of at least kCachedBytes is not returned to the system when its storage dies but kept in a free
-// list for its size (rounded up to whole pages), and the next request of that size takes it back: no
+// list for its size (rounded up to a size class, below), and the next request of that size takes it back: no
 // fresh pages to fault in and zero, and no heap fragmentation (glibc's heap, with large short-lived
 // buffers among small long-lived objects, held about twice the live bytes). Large buffers are their own
 // mappings, so a buffer that leaves the cache goes straight back to the system.
@@ -53,20 +54,25 @@ std::atomic<uint64_t> new_mappings{0};
 
 class StorageCache {
  public:
-  /// A page-aligned buffer of `bytes` (a multiple of kPage): an idle one of that size, else a new mapping.
-  void* allocate(size_t bytes) {
+  /// A page-aligned buffer of at least `bytes` (a size class): the most recently freed idle one of that
+  /// class or of a class up to a quarter larger, else a new mapping. Sets *capacity to its size.
+  void* allocate(size_t bytes, size_t* capacity) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      live_ += bytes;
-      peak_live_ = std::max(peak_live_, live_);
-      auto it = idle_.find(bytes);
-      if (it != idle_.end() && !it->second.empty()) {
+      for (auto it = idle_.lower_bound(bytes); it != idle_.end() && it->first <= bytes + bytes / 4; ++it) {
+        if (it->second.empty()) continue;
         void* p = it->second.back().data;
         it->second.pop_back();
-        idle_bytes_ -= bytes;
+        *capacity = it->first;
+        idle_bytes_ -= it->first;
+        live_ += it->first;
+        peak_live_ = std::max(peak_live_, live_);
         return p;
       }
+      live_ += bytes;
+      peak_live_ = std::max(peak_live_, live_);
     }
+    *capacity = bytes;
     void* p = map(bytes);
     if (!p) {  // out of address space or memory: give back what sits idle, then try once more
       release_idle();
@@ -131,7 +137,7 @@ class StorageCache {
   }
 
   std::mutex mutex_;
-  std::unordered_map<size_t, std::vector<Idle>> idle_;  // by size; each in release order (back = newest)
+  std::map<size_t, std::vector<Idle>> idle_;  // by size; each in release order (back = newest)
   size_t live_ = 0, peak_live_ = 0, idle_bytes_ = 0;
   uint64_t clock_ = 0;
 };
@@ -142,15 +148,21 @@ StorageCache& storage_cache() {
   return *cache;
 }
 
-/// The size a buffer of `bytes` is allocated at, and whether it goes through the cache.
-size_t cached_size(size_t bytes) { return (bytes + kPage - 1) / kPage * kPage; }
+/// The size a buffer of `bytes` is mapped at, and whether it goes through the cache. Sizes round up to
+/// one of eight steps per power of two (at most 12.5% more, and whole pages), and a request may take an
+/// idle buffer up to a quarter larger than its class: batches whose sequence length changes from step to
+/// step then reuse the buffers of earlier, slightly longer batches instead of mapping fresh ones.
+size_t cached_size(size_t bytes) {
+  const size_t step = std::max(kPage, std::bit_floor(bytes) / 8);
+  return (bytes + step - 1) / step * step;
+}
 bool use_cache(size_t bytes) { return bytes >= kCachedBytes && cache_enabled(); }
 
 }  // namespace
 
-Storage::Storage(size_t nbytes) : bytes(nbytes) {
+Storage::Storage(size_t nbytes) : bytes(nbytes), capacity(nbytes) {
   if (use_cache(nbytes)) {
-    data = storage_cache().allocate(cached_size(nbytes));  // page-aligned
+    data = storage_cache().allocate(cached_size(nbytes), &capacity);  // page-aligned
     return;
   }
   // Small buffers are recycled blocks of the pool (autograd/pool.h), 64-byte aligned for AVX-512 loads.
@@ -159,7 +171,7 @@ Storage::Storage(size_t nbytes) : bytes(nbytes) {
 
 Storage::~Storage() {
   if (use_cache(bytes))
-    storage_cache().release(data, cached_size(bytes));
+    storage_cache().release(data, capacity);
   else
     pool_release(data, bytes);
 }

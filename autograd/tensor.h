@@ -26,6 +26,7 @@ struct Storage {
   Storage& operator=(const Storage&) = delete;
   void* data = nullptr;
   size_t bytes = 0;
+  size_t capacity = 0;  // bytes reserved at data: at least `bytes` (the storage cache rounds up)
   uint64_t version = 0;
 };
 
