@@ -56,6 +56,7 @@ struct TrainOptions {
   std::string init;               // start from a checkpoint's weights and vocabulary, fresh optimizer
   bool shuffle = true;
   bool overwrite = false;         // replace a run already in `out` (refused otherwise)
+  bool verbose = false;           // also log the threads and BLAS kernels in use (output only: not saved)
 };
 
 nlohmann::json to_json(const TrainOptions& options);

@@ -11,6 +11,7 @@
 #include <ostream>
 
 #include "autograd/autograd.h"
+#include "autograd/blas.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/schedule.h"
@@ -213,7 +214,14 @@ TrainSummary loop(Run& run, std::ostream& log) {
   const bool cls = o.model.pool == nn::Pooling::cls;
   const bool live = ::isatty(STDERR_FILENO);
   fs::create_directories(o.out);
-  if (o.threads > 0) set_num_threads(o.threads);
+  set_num_threads(o.threads);
+  if (o.verbose) {
+    const BlasInfo blas = blas_info();
+    log << "compute: " << num_threads() << (num_threads() == 1 ? " thread" : " threads")
+        << (o.threads == 0 ? " (every core)" : "") << "; BLAS " << blas.library << ", kernels " << blas.kernels << " ("
+        << blas.how_chosen << ")\n";
+    if (!blas.advice.empty()) log << "advice: " << blas.advice << "\n";
+  }
   const auto started = std::chrono::steady_clock::now();
   auto seconds_now = [&] {
     return run.elapsed_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -388,7 +396,7 @@ TrainSummary train(const TrainOptions& options, std::ostream& log) {
   return loop(run, log);
 }
 
-TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log) {
+TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log, bool verbose) {
   if (steps < 0) throw ValueError(cat("--steps must be >= 0 (0: the saved total), got ", steps));
   const std::string state_path = dir + "/trainer.json";
   json state;
@@ -405,6 +413,7 @@ TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log) {
   try {
     run.options = train_options_from_json(state.at("options"), state_path);
     run.options.out = dir;
+    run.options.verbose = verbose;
     const LoadedModel saved = load_model(dir);
     setup_data(run, &saved.vocab);
     run.dropout_rng = std::make_shared<Generator>(0);

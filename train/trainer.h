@@ -36,6 +36,7 @@ TrainSummary train(const TrainOptions& options, std::ostream& log);
 /// Continues the run in `dir` exactly where its latest checkpoint stopped, until `steps` total steps
 /// (0: the saved total). Every RNG, the optimizer state, the schedule and metrics.csv continue, so the
 /// result is bit-identical to a run that was never interrupted.
-TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log);
+/// `verbose` as TrainOptions::verbose.
+TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log, bool verbose = false);
 
 }  // namespace tapegrad

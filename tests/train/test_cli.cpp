@@ -291,6 +291,23 @@ TEST_CASE("train: cli train --json prints one JSON line with the documented keys
   CHECK_THAT(resumed.err, Catch::Contains("training") && Catch::Contains("validation") && Catch::Contains("checkpoints"));
 }
 
+TEST_CASE("train: cli --verbose names the threads and the BLAS kernels in use, and --threads sets them") {
+  TempDir dir("tapegrad_test_cli");
+  const std::string out = dir / "run";
+  const Result r = run_cli(dir, "train --task majority --steps 2 --eval-every 2 --threads 2 --verbose --out " + quote(out));
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.err, Catch::Contains("compute: 2 threads; BLAS ") && Catch::Contains(", kernels "));
+  const Result quiet = run_cli(dir, "train --task majority --steps 2 --eval-every 2 --overwrite --out " + quote(out));
+  INFO("stderr: " << quiet.err);
+  REQUIRE(quiet.exit_code == 0);
+  CHECK_THAT(quiet.err, !Catch::Contains("compute:"));
+  const Result resumed = run_cli(dir, "train --resume " + quote(out) + " --steps 4 --verbose");
+  INFO("resume stderr: " << resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK_THAT(resumed.err, Catch::Contains("compute: "));
+}
+
 TEST_CASE("train: cli TSV round trip: train then predict then eval") {
   TempDir dir("tapegrad_test_cli");
   Result trained;

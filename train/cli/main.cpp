@@ -69,7 +69,7 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   cmd->add_option("--steps", o.steps, "Total optimizer steps (default 2000, or from --epochs)");
   cmd->add_option("--epochs", o.epochs, "Passes over a fixed training set (--data or --train-size)");
   cmd->add_option("--seed", o.seed, "Seed of every random stream")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "BLAS threads (0: all cores)")->capture_default_str();
+  cmd->add_option("--threads", o.threads, "Threads for everything, BLAS included (0: every core)")->capture_default_str();
   cmd->add_option("--eval-every", o.eval_every, "Validate (and checkpoint) every this many steps")->capture_default_str();
   cmd->add_option("--log-every", o.log_every, "Add the mean training loss of the last this many steps to metrics.csv and curves.svg")->capture_default_str();
   cmd->add_option("--target-acc", o.target_acc, "Stop once validation accuracy reaches this fraction (0: never)")->capture_default_str();
@@ -79,11 +79,12 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   cmd->add_flag("--no-shuffle", f.no_shuffle, "Visit a fixed training set in file order");
   cmd->add_flag("--overwrite", o.overwrite, "Replace a training run already in --out (refused otherwise)");
   cmd->add_flag("--json", f.json, "Print one JSON line with the results on stdout at the end");
+  cmd->add_flag("--verbose", o.verbose, "Also print the threads and the BLAS kernels in use");
   cmd->callback([&f, program] {
     TrainOptions& o = f.options;
     TrainSummary summary;
     if (!f.resume.empty()) {
-      summary = resume(f.resume, o.steps, std::cerr);
+      summary = resume(f.resume, o.steps, std::cerr, o.verbose);
     } else {
       o.task.name = f.task;
       o.model.activation = nn::parse_activation(f.activation);
