@@ -223,3 +223,45 @@ TEST_CASE("nn: classifier gradient checks pass for every named parameter (mean p
   }
   CHECK(ran == 2);
 }
+
+TEST_CASE("nn: a training step's gradients on 1 and 2 threads agree to float32 rounding (rel 1e-4 of each tensor)") {
+  ClassifierOptions options{50};
+  options.d_model = 128;  // products of about 0.3 GFLOP and 256 heads: split between the threads
+  options.n_heads = 4;
+  options.d_ff = 512;
+  options.n_layers = 2;
+  options.num_classes = 4;
+  options.context_length = 32;
+  options.dropout = 0;  // the same function on both runs
+  Generator gen(7);
+  std::vector<int64_t> tokens(64 * 32), labels(64);
+  std::vector<int> pads(64 * 32);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    pads[i] = static_cast<int>(i % 32) >= 16 + static_cast<int>(i / 32) % 16;  // lengths 16..31
+    tokens[i] = pads[i] ? 0 : 1 + static_cast<int64_t>(gen.next_u64() % 49);
+  }
+  for (size_t b = 0; b < labels.size(); ++b) labels[b] = static_cast<int64_t>(b % 4);
+  const Tensor batch = ids(tokens, {64, 32}), padding = mask(pads, {64, 32}), targets = ids(labels, {64});
+
+  const SequenceClassifier model = make_classifier(options, 3);
+  auto gradients_on = [&](int threads) {
+    set_num_threads(threads);
+    for (const auto& [_, p] : model.named_parameters()) p.zero_grad();
+    backward(cross_entropy(model.forward(batch, padding), targets));
+    std::vector<std::vector<double>> grads;
+    for (const auto& [_, p] : model.named_parameters()) grads.push_back(p.grad().to_vector());
+    return grads;
+  };
+  const auto one = gradients_on(1), two = gradients_on(2);
+  set_num_threads(0);
+  const auto names = model.named_parameters();
+  for (size_t i = 0; i < one.size(); ++i) {
+    double scale = 0, diff = 0;
+    for (size_t k = 0; k < one[i].size(); ++k) {
+      scale = std::max(scale, std::abs(one[i][k]));
+      diff = std::max(diff, std::abs(one[i][k] - two[i][k]));
+    }
+    INFO(names[i].first << ": largest gradient " << scale << ", largest difference " << diff);
+    CHECK(diff <= 1e-4 * scale);
+  }
+}

@@ -308,6 +308,22 @@ TEST_CASE("train: cli --verbose names the threads and the BLAS kernels in use, a
   CHECK_THAT(resumed.err, Catch::Contains("compute: "));
 }
 
+// docs/performance.md's tolerance: gradients on 1 and 2 threads agree to float32 rounding (tests/nn), and
+// Adam turns the rounding in near-zero gradients into steps of up to ±lr, so weights drift apart by a few
+// learning rates while the loss stays the same to about 1e-3.
+TEST_CASE("train: --threads 1 and --threads 2 train to the same loss, within 1e-3") {
+  TempDir dir("tapegrad_test_cli");
+  // Large enough that products and heads are split between the threads (about 0.3 GFLOP per product).
+  const std::string flags = "train --task majority --steps 12 --eval-every 12 --d-model 128 --ff 512 --heads 4 --json";
+  const Result one = run_cli(dir, flags + " --threads 1 --out " + quote(dir / "one"));
+  const Result two = run_cli(dir, flags + " --threads 2 --out " + quote(dir / "two"));
+  INFO(one.err << two.err);
+  REQUIRE(one.exit_code == 0);
+  REQUIRE(two.exit_code == 0);
+  CHECK(json::parse(one.out).at("final_valid_loss").get<double>() ==
+        Approx(json::parse(two.out).at("final_valid_loss").get<double>()).epsilon(1e-3));
+}
+
 TEST_CASE("train: cli TSV round trip: train then predict then eval") {
   TempDir dir("tapegrad_test_cli");
   Result trained;
