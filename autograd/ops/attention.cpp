@@ -112,15 +112,14 @@ struct FusedAttentionNode : NodeOf<FusedAttentionNode> {
     const int64_t B = x.size(0), T = x.size(1), C = x.size(2) / 3, H = heads, D = C / H;
     if (!(dout.shape() == Shape{B, T, C}))
       throw AutogradError(cat(kName, " backward: dout ", dout.shape(), " vs output [", B, ",", T, ",", C, "]"));
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
-    dispatch_float(x.dtype(), kName, [&](auto tag) {
-      using F = decltype(tag);
+    // Every element of dqkv gets exactly one head's product: added (or assigned) with the buffer's beta.
+    ctx.add_into(0, [&](auto dqkv) {
+      using F = typename decltype(dqkv)::value_type;
       const F scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(D)));
-      const F beta = fresh ? F(0) : F(1);  // every element of dqkv is written by exactly one head's products
+      const F beta = dqkv.beta;
       const AddedMasks<F> masks(attn_mask.get(kName), key_padding_mask.get(kName));
       const F *px = x.data<F>(), *pdo = dout.data<F>();
-      F* pdx = dx->data<F>();
+      F* pdx = dqkv.data();
       parallel_for(B * H, grain_for_flops(10 * T * T * D), [&](int64_t first, int64_t last) {  // 5 products
         F *P = scratch<F>(2 * T * T), *dP = P + T * T;
         for (int64_t bh = first; bh < last; ++bh) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/kernels.h"
@@ -89,19 +90,17 @@ struct LayerNormNode : NodeOf<LayerNormNode> {
     const Tensor& wv = weight.get(kName);
     if (!(dy.shape() == xv.shape()))
       throw AutogradError(cat(kName, " backward: dy ", dy.shape(), " vs x ", xv.shape()));
-    // dw and db sum over rows and are added into; dx is written whole, so it is asked for last (it may be
-    // a fresh buffer that must not be handed out before it is written).
-    Tensor *dw = ctx.grad(1), *db = ctx.grad(2);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
+    const bool want_dw = ctx.needs_grad(1), want_db = ctx.needs_grad(2);
     const int64_t C = xv.shape().back(), rows = C > 0 ? xv.numel() / C : 0;
-    std::vector<double> dw_sum(dw ? C : 0, 0.0), db_sum(db ? C : 0, 0.0);
+    std::vector<double> dw_sum(want_dw ? C : 0, 0.0), db_sum(want_db ? C : 0, 0.0);
     std::vector<double> xhat(kBlockRows * C), g(kBlockRows * C);  // one block of rows
     double mean_g[kBlockRows], mean_gx[kBlockRows];
-    dispatch_float(xv.dtype(), kName, [&](auto tag) {
-      using T = decltype(tag);
+    // One pass over the rows: x̂ and g of a block of rows, their sums into dw and db, then dx's rows
+    // (none when x needs no gradient: dx is then NoGrad).
+    auto pass = [&](auto dx) {
+      using T = typename decltype(dx)::value_type;
+      constexpr bool kDx = !std::is_same_v<decltype(dx), NoGrad<T>>;
       const T *px = xv.data<T>(), *pdy = dy.data<T>(), *pw = wv.defined() ? wv.data<T>() : nullptr;
-      T* pdx = dx ? dx->data<T>() : nullptr;
       for (int64_t row0 = 0; row0 < rows; row0 += kBlockRows) {
         const int64_t count = std::min(kBlockRows, rows - row0);
         for (int64_t i = 0; i < count; ++i) {  // x̂, g, dw, db and the two sums of each row
@@ -114,32 +113,36 @@ struct LayerNormNode : NodeOf<LayerNormNode> {
             for (int64_t k = 0; k < C; ++k) gi[k] = static_cast<double>(d[k]) * pw[k];
           else
             for (int64_t k = 0; k < C; ++k) gi[k] = static_cast<double>(d[k]);
-          if (dw)
+          if (want_dw)
             for (int64_t k = 0; k < C; ++k) dw_sum[k] += d[k] * xh[k];
-          if (db)
+          if (want_db)
             for (int64_t k = 0; k < C; ++k) db_sum[k] += d[k];
           mean_g[i] = row_sum(gi, C);
           mean_gx[i] = row_dot(gi, xh, C);
         }
-        if (!pdx) continue;
-        for (int64_t i = 0; i < count; ++i) {  // mean(g) and mean(g ⊙ x̂) of the block
-          mean_g[i] /= static_cast<double>(C);
-          mean_gx[i] /= static_cast<double>(C);
-        }
-        for (int64_t i = 0; i < count; ++i) {  // dx = r · (g - mean(g) - x̂ · mean(g ⊙ x̂))
-          const double r = rstd[row0 + i], mg = mean_g[i], mgx = mean_gx[i];
-          const double *xh = xhat.data() + i * C, *gi = g.data() + i * C;
-          T* out = pdx + (row0 + i) * C;
-          if (fresh)
-            for (int64_t k = 0; k < C; ++k) out[k] = static_cast<T>(r * (gi[k] - mg - xh[k] * mgx));
-          else
+        if constexpr (kDx) {
+          for (int64_t i = 0; i < count; ++i) {  // mean(g) and mean(g ⊙ x̂) of the block
+            mean_g[i] /= static_cast<double>(C);
+            mean_gx[i] /= static_cast<double>(C);
+          }
+          for (int64_t i = 0; i < count; ++i) {  // dx = r · (g - mean(g) - x̂ · mean(g ⊙ x̂))
+            const double r = rstd[row0 + i], mg = mean_g[i], mgx = mean_gx[i];
+            const double *xh = xhat.data() + i * C, *gi = g.data() + i * C;
+            const auto out = dx + (row0 + i) * C;
             for (int64_t k = 0; k < C; ++k) out[k] += static_cast<T>(r * (gi[k] - mg - xh[k] * mgx));
+          }
         }
       }
-      if (dw)
-        for (int64_t k = 0; k < C; ++k) dw->data<T>()[k] += static_cast<T>(dw_sum[k]);
-      if (db)
-        for (int64_t k = 0; k < C; ++k) db->data<T>()[k] += static_cast<T>(db_sum[k]);
+    };
+    if (ctx.needs_grad(0)) ctx.add_into(0, pass);
+    else dispatch_float(xv.dtype(), kName, [&](auto tag) { pass(NoGrad<decltype(tag)>{}); });
+    ctx.add_into(1, [&](auto dw) {
+      using T = typename decltype(dw)::value_type;
+      for (int64_t k = 0; k < C; ++k) dw[k] += static_cast<T>(dw_sum[k]);
+    });
+    ctx.add_into(2, [&](auto db) {
+      using T = typename decltype(db)::value_type;
+      for (int64_t k = 0; k < C; ++k) db[k] += static_cast<T>(db_sum[k]);
     });
   }
 };

@@ -30,31 +30,23 @@ struct CrossEntropyNode : NodeOf<CrossEntropyNode> {
   int64_t valid = 0;
   void backward(const Tensor& dloss, BackwardContext& ctx) override {
     if (!ctx.needs_grad(0)) return;
-    if (valid == 0) {
-      ctx.grad(0);  // a zero gradient, still delivered
-      return;
-    }
     const Tensor& x = logits.get(kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
     const int64_t rows = x.shape()[0], classes = x.shape()[1];
-    const double scale = dloss.item() / static_cast<double>(valid);
-    dispatch_float(x.dtype(), kName, [&](auto tag) {
-      using T = decltype(tag);
+    const double scale = valid > 0 ? dloss.item() / static_cast<double>(valid) : 0.0;
+    ctx.add_into(0, [&](auto dx) {
+      using T = typename decltype(dx)::value_type;
       const T* px = x.data<T>();
-      T* pdx = dx->data<T>();
+      const T s = static_cast<T>(scale);
       for (int64_t r = 0; r < rows; ++r) {
-        T* d = pdx + r * classes;
-        if (targets[r] == ignore_index) {
-          if (fresh) std::fill(d, d + classes, T(0));
+        const auto d = dx + r * classes;
+        const int64_t t = targets[r];
+        if (t == ignore_index) {  // an ignored row: a zero gradient
+          for (int64_t c = 0; c < classes; ++c) d[c] += T(0);
           continue;
         }
         const T* in = px + r * classes;
-        if (fresh)
-          for (int64_t c = 0; c < classes; ++c) d[c] = static_cast<T>(scale * std::exp(in[c] - lse[r]));
-        else
-          for (int64_t c = 0; c < classes; ++c) d[c] += static_cast<T>(scale * std::exp(in[c] - lse[r]));
-        d[targets[r]] -= static_cast<T>(scale);
+        for (int64_t c = 0; c < classes; ++c)
+          d[c] += static_cast<T>(scale * std::exp(in[c] - lse[r])) - (c == t ? s : T(0));
       }
     });
   }

@@ -92,28 +92,33 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* 
   });
 }
 
+/// True when several of the products over `batch` land in one slice of an operand or result of this
+/// shape: its batch dims are broadcast (a gradient of a broadcast operand sums them).
+bool shares_slices(const Shape& shape, const Shape& batch) {
+  const int shift = batch.rank() - (shape.rank() - 2);
+  for (int i = 0; i < batch.rank(); ++i)
+    if (batch[i] > 1 && (i < shift || shape[i - shift] == 1)) return true;
+  return false;
+}
+
 /// c[batch] (+)= op(a[batch]) @ op(b[batch]) for every index of `batch`, where each operand's matrices
 /// may be transposed views (`flip_*` transposes the operand once more, for the backward products) and
 /// its batch dims broadcast. c is contiguous with shape (c_batch..., M, N); when c's batch dims are
-/// broadcast (a gradient of a broadcast operand) several products land in one slice and add up (from
-/// zero when not accumulating).
-void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c, const Shape& batch,
-                  bool accumulate) {
+/// broadcast (a gradient of a broadcast operand) several products land in one slice and add up, which
+/// needs `accumulate`. beta is BLAS's: 0 writes c, 1 adds into it.
+template <class T>
+void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c, const Shape& batch, T beta) {
   const Shape c_strides = batch_strides(c, batch);
-  bool shared_c = false;  // several products land in one slice of c
-  for (int i = 0; i < batch.rank(); ++i) shared_c = shared_c || (batch[i] > 1 && c_strides[i] == 0);
-  if (shared_c && !accumulate) {  // zero the slices, then add the products up
-    zero_fill(c);
-    accumulate = true;
-  }
+  const bool shared_c = shares_slices(c.shape(), batch);  // several products land in one slice of c
+  if (shared_c && beta == T(0))
+    throw AutogradError(cat("matmul: products that sum into one slice of ", c.shape(), " must add (beta = 1)"));
   const MatrixLayout la = *blas_layout(a), lb = *blas_layout(b);
   const int ra = a.dim(), rb = b.dim(), rc = c.dim();
   const int64_t m = c.shape()[rc - 2], n = c.shape()[rc - 1];
   const int64_t k = flip_a ? a.shape()[ra - 2] : a.shape()[ra - 1];
   if (m == 0 || n == 0) return;
   const bool trans_a = la.transposed != flip_a, trans_b = lb.transposed != flip_b;
-  dispatch_float(a.dtype(), "matmul", [&](auto tag) {
-    using T = decltype(tag);
+  {
     const T *pa = a.data<T>(), *pb = b.data<T>();
     T* pc = c.data<T>();
     // Every product's offsets into a, b and c (a buffer kept per thread: no allocation in steady state).
@@ -127,11 +132,10 @@ void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Te
                     });
     auto product = [&](const std::array<int64_t, 3>& off, bool split) {
       T* out = pc + off[0];
-      if (k == 0) {  // an empty sum: nothing to add
-        if (!accumulate) std::fill(out, out + m * n, T(0));
+      if (k == 0) {  // an empty sum: c = beta · c
+        if (beta == T(0)) std::fill(out, out + m * n, T(0));
         return;
       }
-      const T beta = accumulate ? T(1) : T(0);
       if (split) gemm(trans_a, trans_b, m, n, k, pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
       else blas_gemm(trans_a, trans_b, m, n, k, T(1), pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
     };
@@ -145,8 +149,17 @@ void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Te
     parallel_for(count, grain, [&](int64_t first, int64_t last) {
       for (int64_t i = first; i < last; ++i) product(offsets[i], false);
     });
-  });
+  }
   (void)rb;
+}
+
+/// batched_gemm with beta from a bool, for the forward products (whose c is never shared).
+void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c, const Shape& batch,
+                  bool accumulate) {
+  dispatch_float(a.dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    batched_gemm(a, flip_a, b, flip_b, c, batch, accumulate ? T(1) : T(0));
+  });
 }
 
 /// A view of t's storage with this shape and these strides (t's offset).
@@ -190,8 +203,7 @@ std::optional<Tensor> rows_view(const Tensor& a) {
 // matmul.  a: (..., M, K), b: (..., K, N) -> out: (..., M, N)
 // forward : out[i,j] = sum_k a[i,k] b[k,j]           (per batch index, batch dims broadcast)
 // backward: da = dout @ bᵀ,  db = aᵀ @ dout           (summed over the batch dims each operand was
-//           broadcast along; gemm with beta = 1 adds each product into the gradient buffer, beta = 0
-//           writes a fresh one)
+//           broadcast along; gemm's beta is the gradient buffer's: 0 assigns into a new one, 1 adds)
 // saves   : a, b as the (possibly strided) views BLAS reads
 //           When b has no batch dims and a's rows fold into one matrix (rows_view), a is saved as that
 //           (R, K) matrix and all three products are single 2-D gemms over the R = numel(a) / K rows.
@@ -205,14 +217,13 @@ struct MatmulNode : NodeOf<MatmulNode> {
     const Tensor g = folded ? view_of(dout, Shape{av.shape()[0], dout.shape().back()},
                                       Shape{dout.shape().back(), 1})
                             : dout;  // dout is contiguous
-    // Each buffer is written (beta = 0) when fresh, else added into (beta = 1); da is written before db
-    // is asked for, since a and b may be one tensor.
-    bool fresh = false;
-    if (Tensor* da = ctx.grad(0, &fresh)) {
-      Tensor da_view = folded ? view_of(*da, av.shape(), contiguous_strides(av.shape())) : *da;
-      batched_gemm(g, false, bv, true, da_view, batch, !fresh);
-    }
-    if (Tensor* db = ctx.grad(1, &fresh)) batched_gemm(av, true, g, false, *db, batch, !fresh);
+    // A gradient whose batch dims were broadcast sums several products: scattered, so its beta is 1.
+    auto adds = [&](size_t k) { return shares_slices(inputs[k].shape, batch) ? Adds::scattered : Adds::each_once; };
+    ctx.add_into(0, [&](auto da) {  // da = dout @ bᵀ
+      Tensor da_view = folded ? view_of(da.tensor, av.shape(), contiguous_strides(av.shape())) : da.tensor;
+      batched_gemm(g, false, bv, true, da_view, batch, da.beta);
+    }, adds(0));
+    ctx.add_into(1, [&](auto db) { batched_gemm(av, true, g, false, db.tensor, batch, db.beta); }, adds(1));  // db = aᵀ @ dout
   }
 };
 
@@ -270,14 +281,11 @@ struct MatmulBiasNode : NodeOf<MatmulBiasNode> {
     const Tensor &xv = x_rows.get(kName), &wv = weight.get(kName);
     const int64_t R = xv.shape()[0], N = wv.shape()[0];
     const Tensor dy = view_of(dout, Shape{R, N}, Shape{N, 1});  // dout is contiguous
-    // Each buffer is written when fresh (beta = 0), else added into, and written before the next is
-    // asked for (x, W and b may share a tensor).
-    bool fresh = false;
-    if (Tensor* dx = ctx.grad(0, &fresh)) {
-      Tensor dx_rows = view_of(*dx, xv.shape(), contiguous_strides(xv.shape()));
-      batched_gemm(dy, false, wv, false, dx_rows, Shape{}, !fresh);
-    }
-    if (Tensor* dw = ctx.grad(1, &fresh)) batched_gemm(dy, true, xv, false, *dw, Shape{}, !fresh);
+    ctx.add_into(0, [&](auto dx) {  // dX = dY W
+      Tensor dx_rows = view_of(dx.tensor, xv.shape(), contiguous_strides(xv.shape()));
+      batched_gemm(dy, false, wv, false, dx_rows, Shape{}, dx.beta);
+    });
+    ctx.add_into(1, [&](auto dw) { batched_gemm(dy, true, xv, false, dw.tensor, Shape{}, dw.beta); });  // dW = dYᵀ X
     ctx.accumulate(2, dy);  // db: dy's rows summed into (N)
   }
 };

@@ -267,21 +267,15 @@ struct SoftmaxNode : NodeOf<SoftmaxNode> {
     if (!ctx.needs_grad(0)) return;
     const Tensor& yv = y.get(kName);
     check_backward_shapes(dy, yv, kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
     const RowLayout layout = row_layout(yv.shape(), dim);
-    dispatch_float(yv.dtype(), kName, [&](auto tag) {
-      using T = decltype(tag);
+    ctx.add_into(0, [&](auto dx) {
+      using T = typename decltype(dx)::value_type;
       const T *py = yv.data<T>(), *pdy = dy.data<T>();
-      T* pdx = dx->data<T>();
       for_each_softmax_row(layout, [&](int64_t offset, auto stride) {
         const T *yr = py + offset, *g = pdy + offset;
-        T* d = pdx + offset;
+        const auto d = dx + offset;
         const T c = static_cast<T>(dot_double(g, yr, layout.n, stride));  // <dy, y>
-        if (fresh)
-          for (int64_t i = 0; i < layout.n; ++i) d[i * stride] = yr[i * stride] * (g[i * stride] - c);
-        else
-          for (int64_t i = 0; i < layout.n; ++i) d[i * stride] += yr[i * stride] * (g[i * stride] - c);
+        for (int64_t i = 0; i < layout.n; ++i) d[i * stride] += yr[i * stride] * (g[i * stride] - c);
       });
     });
   }
@@ -311,32 +305,25 @@ struct LogSoftmaxNode : NodeOf<LogSoftmaxNode> {
     if (!ctx.needs_grad(0)) return;
     const Tensor& yv = y.get(kName);
     check_backward_shapes(dy, yv, kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
     const RowLayout layout = row_layout(yv.shape(), dim);
-    dispatch_float(yv.dtype(), kName, [&](auto tag) {
-      using T = decltype(tag);
+    ctx.add_into(0, [&](auto dx) {
+      using T = typename decltype(dx)::value_type;
       const T *py = yv.data<T>(), *pdy = dy.data<T>();
-      T* pdx = dx->data<T>();
       for_each_softmax_row(layout, [&](int64_t offset, auto stride) {
         const T *yr = py + offset, *g = pdy + offset;
-        T* d = pdx + offset;
+        const auto d = dx + offset;
         double total = 0;  // sum(dy)
         bool masked = true;
         for (int64_t i = 0; i < layout.n; ++i) {
           total += g[i * stride];
           masked = masked && yr[i * stride] == T(kNegInf);
         }
-        if (masked) {  // zero gradient
-          if (fresh)
-            for (int64_t i = 0; i < layout.n; ++i) d[i * stride] = T(0);
+        if (masked) {  // a fully masked row: zero gradient (see the file comment)
+          for (int64_t i = 0; i < layout.n; ++i) d[i * stride] += T(0);
           return;
         }
         const T c = static_cast<T>(total);
-        if (fresh)
-          for (int64_t i = 0; i < layout.n; ++i) d[i * stride] = g[i * stride] - std::exp(yr[i * stride]) * c;
-        else
-          for (int64_t i = 0; i < layout.n; ++i) d[i * stride] += g[i * stride] - std::exp(yr[i * stride]) * c;
+        for (int64_t i = 0; i < layout.n; ++i) d[i * stride] += g[i * stride] - std::exp(yr[i * stride]) * c;
       });
     });
   }

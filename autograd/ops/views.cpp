@@ -52,13 +52,6 @@ std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
   return strides;
 }
 
-/// Elements [from, to) of x along dim d (0 <= from <= to <= size), as a view, not recorded.
-Tensor slice_view(const Tensor& x, int d, int64_t from, int64_t to) {
-  Shape shape = x.shape();
-  shape[d] = to - from;
-  return make_view(x, shape, x.strides(), x.offset() + from * x.strides()[d]);
-}
-
 /// The same data as dy (contiguous) in shape `shape`.
 Tensor reshaped(const Tensor& dy, const Shape& shape) { return make_view(dy, shape, contiguous_strides(shape), dy.offset()); }
 
@@ -154,22 +147,13 @@ struct SliceNode : NodeOf<SliceNode> {
   int dim = 0;
   int64_t start = 0, step = 1;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
-    if (!dx) return;
-    Shape strides = dx->strides();
-    strides[dim] *= step;
-    Tensor window = make_view(*dx, dy.shape(), strides, dx->offset() + start * dx->strides()[dim]);
-    if (fresh && step == 1) {  // a new buffer: zeros outside the window, the window written (not added)
-      const int64_t n = dx->shape()[dim], end = start + dy.shape()[dim];
-      Tensor before = slice_view(*dx, dim, 0, start), after = slice_view(*dx, dim, end, n);
-      zero_fill(before);
-      zero_fill(after);
-      write_into(window, true, dy);
-      return;
-    }
-    if (fresh) zero_fill(*dx);
-    accumulate_into(window, dy);
+    ctx.add_into(0, [&](auto dx) {  // dx is zero outside the window, so it is filled first: scattered
+      const Tensor& buffer = dx.tensor;
+      Shape strides = buffer.strides();
+      strides[dim] *= step;
+      Tensor window = make_view(buffer, dy.shape(), strides, buffer.offset() + start * buffer.strides()[dim]);
+      accumulate_into(window, dy);
+    }, Adds::scattered);
   }
 };
 
