@@ -1,15 +1,13 @@
-// Matrix products on CBLAS.   a: (..., M, K), b: (..., K, N) -> out: (..., M, N)
+// Matrix products.   a: (..., M, K), b: (..., K, N) -> out: (..., M, N)
+// The products run on BLAS through autograd/kernels/gemm.h (in-place strided reads, broadcast batches,
+// the split across threads); this file is the math, the shapes and the folding of batches into rows.
 #include "autograd/ops/matmul.h"
 
-#include <algorithm>
-#include <array>
 #include <optional>
-#include <vector>
 
-#include "autograd/blas.h"
 #include "autograd/kernels.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/ops/views.h"
-#include "autograd/parallel.h"
 #include "autograd/pool.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
@@ -17,30 +15,6 @@
 namespace tapegrad {
 
 namespace {
-
-/// How BLAS reads the last two dims (rows, cols) of a strided tensor in place: row-major with leading
-/// dim `ld`, transposed when the tensor's column stride is the large one.
-struct MatrixLayout {
-  bool transposed = false;
-  int64_t ld = 1;
-};
-
-/// The in-place layout when one exists (unit stride along one of the two dims, the other a valid
-/// leading dim); std::nullopt means BLAS cannot read it as is and it must be copied first.
-std::optional<MatrixLayout> blas_layout(const Tensor& t) {
-  const int r = t.dim();
-  const int64_t rows = t.shape()[r - 2], cols = t.shape()[r - 1];
-  const int64_t row_stride = t.strides()[r - 2], col_stride = t.strides()[r - 1];
-  if (col_stride == 1 || cols == 1) {
-    const int64_t ld = rows == 1 ? std::max<int64_t>(cols, 1) : row_stride;
-    if (ld >= std::max<int64_t>(cols, 1)) return MatrixLayout{false, ld};
-  }
-  if (row_stride == 1 || rows == 1) {
-    const int64_t ld = cols == 1 ? std::max<int64_t>(rows, 1) : col_stride;
-    if (ld >= std::max<int64_t>(rows, 1)) return MatrixLayout{true, ld};
-  }
-  return std::nullopt;
-}
 
 /// t itself when BLAS can read its matrices in place, else a contiguous copy (not recorded: the caller
 /// records the product against the original tensor).
@@ -55,111 +29,6 @@ Shape batch_of(const Shape& s) {
   batch.erase(batch.rank() - 1);
   batch.erase(batch.rank() - 1);
   return batch;
-}
-
-/// Strides of t's batch dims as if broadcast to `batch` (0 along broadcast dims).
-Shape batch_strides(const Tensor& t, const Shape& batch) {
-  Shape strides;
-  const int shift = batch.rank() - (t.dim() - 2);
-  for (int i = 0; i < batch.rank(); ++i) {
-    const int j = i - shift;
-    strides.push_back(j < 0 || t.shape()[j] == 1 ? 0 : t.strides()[j]);
-  }
-  return strides;
-}
-
-// Parts are whole multiples of this many rows (or columns), so that BLAS's register tiles stay full.
-constexpr int64_t kPartAlign = 32;
-
-/// c (+)= op(a) op(b), (m × n) row-major, split across tapegrad's threads along the longer side of c (rows
-/// of op(a) or columns of op(b)); each part is one single-threaded BLAS call. The split depends only on
-/// the shapes and the thread count, and every element of c is computed whole by one call, so results
-/// do not depend on timing.
-template <class T>
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T beta, T* c, int64_t ldc) {
-  const int64_t longer = std::max(m, n), blocks = (longer + kPartAlign - 1) / kPartAlign;
-  const int64_t block_flops = 2 * k * std::min(m, n) * kPartAlign;
-  const int64_t grain = grain_for_flops(block_flops);
-  parallel_for(blocks, grain, [&](int64_t first, int64_t last) {
-    const int64_t from = first * kPartAlign, to = std::min(longer, last * kPartAlign);
-    if (m >= n)  // rows [from, to) of c: rows of op(a)
-      blas_gemm(trans_a, trans_b, to - from, n, k, T(1), trans_a ? a + from : a + from * lda, lda, b, ldb, beta,
-                c + from * ldc, ldc);
-    else  // columns [from, to) of c: columns of op(b)
-      blas_gemm(trans_a, trans_b, m, to - from, k, T(1), a, lda, trans_b ? b + from * ldb : b + from, ldb, beta, c + from,
-                ldc);
-  });
-}
-
-/// True when several of the products over `batch` land in one slice of an operand or result of this
-/// shape: its batch dims are broadcast (a gradient of a broadcast operand sums them).
-bool shares_slices(const Shape& shape, const Shape& batch) {
-  const int shift = batch.rank() - (shape.rank() - 2);
-  for (int i = 0; i < batch.rank(); ++i)
-    if (batch[i] > 1 && (i < shift || shape[i - shift] == 1)) return true;
-  return false;
-}
-
-/// c[batch] (+)= op(a[batch]) @ op(b[batch]) for every index of `batch`, where each operand's matrices
-/// may be transposed views (`flip_*` transposes the operand once more, for the backward products) and
-/// its batch dims broadcast. c is contiguous with shape (c_batch..., M, N); when c's batch dims are
-/// broadcast (a gradient of a broadcast operand) several products land in one slice and add up, which
-/// needs `accumulate`. beta is BLAS's: 0 writes c, 1 adds into it.
-template <class T>
-void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c, const Shape& batch, T beta) {
-  const Shape c_strides = batch_strides(c, batch);
-  const bool shared_c = shares_slices(c.shape(), batch);  // several products land in one slice of c
-  if (shared_c && beta == T(0))
-    throw AutogradError(cat("matmul: products that sum into one slice of ", c.shape(), " must add (beta = 1)"));
-  const MatrixLayout la = *blas_layout(a), lb = *blas_layout(b);
-  const int ra = a.dim(), rb = b.dim(), rc = c.dim();
-  const int64_t m = c.shape()[rc - 2], n = c.shape()[rc - 1];
-  const int64_t k = flip_a ? a.shape()[ra - 2] : a.shape()[ra - 1];
-  if (m == 0 || n == 0) return;
-  const bool trans_a = la.transposed != flip_a, trans_b = lb.transposed != flip_b;
-  {
-    const T *pa = a.data<T>(), *pb = b.data<T>();
-    T* pc = c.data<T>();
-    // Every product's offsets into a, b and c (a buffer kept per thread: no allocation in steady state).
-    thread_local std::vector<std::array<int64_t, 3>> this_threads_offsets;
-    std::vector<std::array<int64_t, 3>>& offsets = this_threads_offsets;  // the workers read the caller's
-    offsets.clear();
-    for_each_row<3>(batch, {c_strides, batch_strides(a, batch), batch_strides(b, batch)},
-                    [&](auto off, int64_t count, auto step) {
-                      for (int64_t i = 0; i < count; ++i)
-                        offsets.push_back({off[0] + i * step[0], off[1] + i * step[1], off[2] + i * step[2]});
-                    });
-    auto product = [&](const std::array<int64_t, 3>& off, bool split) {
-      T* out = pc + off[0];
-      if (k == 0) {  // an empty sum: c = beta · c
-        if (beta == T(0)) std::fill(out, out + m * n, T(0));
-        return;
-      }
-      if (split) gemm(trans_a, trans_b, m, n, k, pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
-      else blas_gemm(trans_a, trans_b, m, n, k, T(1), pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
-    };
-    const int64_t count = static_cast<int64_t>(offsets.size());
-    if (count == 1 || shared_c) {  // one product, or products that add into one slice: in order, each split
-      for (const auto& off : offsets) product(off, true);
-      return;
-    }
-    // Products that own their slices of c (the heads of attention): whole products spread over the threads.
-    const int64_t grain = grain_for_flops(2 * m * n * k);
-    parallel_for(count, grain, [&](int64_t first, int64_t last) {
-      for (int64_t i = first; i < last; ++i) product(offsets[i], false);
-    });
-  }
-  (void)rb;
-}
-
-/// batched_gemm with beta from a bool, for the forward products (whose c is never shared).
-void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c, const Shape& batch,
-                  bool accumulate) {
-  dispatch_float(a.dtype(), "matmul", [&](auto tag) {
-    using T = decltype(tag);
-    batched_gemm(a, flip_a, b, flip_b, c, batch, accumulate ? T(1) : T(0));
-  });
 }
 
 /// A view of t's storage with this shape and these strides (t's offset).
@@ -316,13 +185,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out_rows = view_of(out, Shape{R, N}, Shape{N, 1});
   dispatch_float(x.dtype(), op, [&](auto tag) {  // every row starts as b
     using T = decltype(tag);
-    T* po = out.data<T>();
-    if (R == 0 || N == 0) return;
-    // A stamp of about 4 KiB of rows, then the stamp copied block by block: a few copies of a size that
-    // memcpy moves fastest, instead of one short call per row.
-    const int64_t stamp = std::clamp<int64_t>(4096 / static_cast<int64_t>(N * sizeof(T)), 1, R);
-    for (int64_t r = 0; r < stamp; ++r) std::copy(b.data<T>(), b.data<T>() + N, po + r * N);
-    for (int64_t r = stamp; r < R; r += stamp) std::copy(po, po + std::min(stamp, R - r) * N, po + r * N);
+    repeat_row(b.data<T>(), out.data<T>(), R, N);
   });
   batched_gemm(*rows, false, w, true, out_rows, Shape{}, /*accumulate=*/true);  // onto b (b itself when K = 0)
   if (auto* node = record<MatmulBiasNode>(out, x, weight, bias)) {

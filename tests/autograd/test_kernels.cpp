@@ -10,7 +10,9 @@
 #include <limits>
 #include <vector>
 
+#include "autograd/autograd.h"
 #include "autograd/kernels/exp.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/grad_ptr.h"
 #include "autograd/kernels/layernorm.h"
 #include "autograd/kernels/row_reductions.h"
@@ -302,4 +304,82 @@ TEST_CASE("kernels: layer_norm rows, forward and backward, float32, against the 
 
 TEST_CASE("kernels: layer_norm rows, forward and backward, float64, against the references") {
   check_layer_norm_kernels<double>();
+}
+
+namespace {
+
+/// |t| elementwise, exactly (one of relu(t), relu(-t) is 0), as a new contiguous tensor.
+Tensor abs_of(const Tensor& t) {
+  NoGradGuard no_grad;
+  return relu(t) + relu(-t);
+}
+
+}  // namespace
+
+TEST_CASE("kernels: batched_gemm equals the triple-loop reference: views, broadcast batches, flips, beta, threads") {
+  // Each element of c is k products summed by BLAS in float (in some order, maybe fused): within
+  // (k + 2)·u·sum_l |a_il b_lj| of the reference's double sum, plus u·|c| for the beta = 1 addition.
+  Generator gen(6);
+  auto r = [&](Shape s, DType dtype = DType::float32) { return randn(s, gen, dtype); };
+  struct Case {
+    const char* name;
+    Tensor a;
+    bool flip_a;
+    Tensor b;
+    bool flip_b;
+    Shape c_shape, batch;
+  };
+  const std::vector<Case> cases = {
+      {"2-D", r({5, 7}), false, r({7, 3}), false, {5, 3}, {}},
+      {"transposed a, a block of rows of b", transpose(r({7, 5}), 0, 1), false, slice(r({10, 3}), 0, 2, 9), false,
+       {5, 3}, {}},
+      {"broadcast batches", r({2, 1, 4, 6}), false, r({3, 6, 5}), false, {2, 3, 4, 5}, {2, 3}},
+      {"da of a broadcast a: flipped b, summed slices", r({2, 3, 4, 5}), false, r({3, 6, 5}), true, {2, 1, 4, 6}, {2, 3}},
+      {"db of a broadcast b: flipped a, summed slices", r({2, 1, 4, 6}), true, r({2, 3, 4, 5}), false, {3, 6, 5}, {2, 3}},
+      {"empty inner dim", r({3, 0}), false, r({0, 4}), false, {3, 4}, {}},
+      // large enough that the split across two threads happens (grain_for_flops)
+      {"one product split across threads", r({512, 256}), false, r({200, 256}), true, {512, 200}, {}},
+      {"products that own their slices, across threads", r({8, 128, 128}), false, r({8, 128, 128}), false,
+       {8, 128, 128}, {8}},
+      {"float64", r({3, 4, 5}, DType::float64), false, r({5, 2}, DType::float64), false, {3, 4, 2}, {3}},
+  };
+  const int threads_before = num_threads();
+  for (const Case& c : cases) {
+    const bool shared = shares_slices(c.c_shape, c.batch);
+    for (int threads : {1, 2}) {
+      for (bool accumulate : {false, true}) {
+        if (shared && !accumulate) continue;  // summed slices add (beta = 1)
+        INFO(c.name << ", " << threads << " threads, beta " << accumulate);
+        set_num_threads(threads);
+        const Tensor c0 = r(c.c_shape, c.a.dtype());
+        Tensor fast = c0.clone(), reference = c0.clone(), scale = zeros(c.c_shape, c.a.dtype());
+        batched_gemm(c.a, c.flip_a, c.b, c.flip_b, fast, c.batch, accumulate);
+        batched_gemm_reference(c.a, c.flip_a, c.b, c.flip_b, reference, c.batch, accumulate ? 1 : 0);
+        batched_gemm_reference(abs_of(c.a), c.flip_a, abs_of(c.b), c.flip_b, scale, c.batch, 0);
+        const int64_t k = c.flip_a ? c.a.shape()[c.a.dim() - 2] : c.a.shape().back();
+        const double u = c.a.dtype() == DType::float32 ? kU<float> : kU<double>;
+        const std::vector<double> f = fast.to_vector(), ref = reference.to_vector(), s = scale.to_vector(),
+                                  c_start = c0.to_vector();
+        std::vector<double> bound(f.size());
+        for (size_t i = 0; i < f.size(); ++i)
+          bound[i] = (static_cast<double>(k) + 2) * u * s[i] + (accumulate ? u * std::abs(c_start[i]) : 0) +
+                     std::numeric_limits<double>::denorm_min();
+        check_close(f, ref, bound);
+      }
+    }
+  }
+  set_num_threads(threads_before);
+}
+
+TEST_CASE("kernels: repeat_row fills every row with the row, for rows shorter and longer than its stamp") {
+  for (int64_t n : {1, 3, 1000, 5000}) {
+    for (int64_t rows : {1, 2, 7, 300}) {
+      std::vector<float> row(static_cast<size_t>(n)), out(static_cast<size_t>(rows * n), -1.0f);
+      for (int64_t k = 0; k < n; ++k) row[k] = static_cast<float>(k) + 0.5f;
+      repeat_row(row.data(), out.data(), rows, n);
+      bool all = true;
+      for (int64_t i = 0; i < rows * n; ++i) all = all && out[i] == row[i % n];
+      CHECK(all);
+    }
+  }
 }
