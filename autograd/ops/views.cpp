@@ -3,7 +3,6 @@
 #include "autograd/ops/views.h"
 
 #include <algorithm>
-#include <numeric>
 #include <optional>
 
 #include "autograd/kernels.h"
@@ -105,24 +104,23 @@ Tensor reshape(const Tensor& x, const std::vector<int64_t>& dims) {
 // backward : dx = permute(dy, inverse(dims))
 struct PermuteNode : NodeOf<PermuteNode> {
   static constexpr const char* kName = "permute";
-  std::vector<int64_t> dims;
+  Shape dims;  // wrapped (a Shape holds its dims inline: recording allocates nothing)
   void backward(const Tensor& dy, BackwardContext& ctx) override {
     if (!ctx.needs_grad(0)) return;
     Shape shape = inputs[0].shape, strides = inputs[0].shape;
-    for (size_t i = 0; i < dims.size(); ++i) strides[dims[i]] = dy.strides()[i];
+    for (int i = 0; i < dims.rank(); ++i) strides[static_cast<int>(dims[i])] = dy.strides()[i];
     ctx.accumulate(0, make_view(dy, shape, strides, dy.offset()));
   }
 };
 
-Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
-  if (static_cast<int>(dims.size()) != x.dim())
-    throw ShapeError(cat("permute: ", dims.size(), " dims given for a tensor of shape ", x.shape()));
-  std::vector<int64_t> wrapped;
-  std::vector<bool> used(x.dim(), false);
-  Shape shape, strides;
-  for (int64_t d : dims) {
-    const int w = wrap_dim(d, x.dim(), "permute", x.shape());
-    if (used[w]) throw ShapeError(cat("permute: dim ", d, " repeated for shape ", x.shape()));
+namespace {
+/// permute with its dims (one per dim of x) in a Shape.
+Tensor permuted(const Tensor& x, const Shape& dims) {
+  bool used[kMaxRank] = {};
+  Shape wrapped, shape, strides;
+  for (int i = 0; i < dims.rank(); ++i) {
+    const int w = wrap_dim(dims[i], x.dim(), "permute", x.shape());
+    if (used[w]) throw ShapeError(cat("permute: dim ", dims[i], " repeated for shape ", x.shape()));
     used[w] = true;
     wrapped.push_back(w);
     shape.push_back(x.shape()[w]);
@@ -132,12 +130,19 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
   if (auto* node = record<PermuteNode>(y, x)) node->dims = wrapped;
   return y;
 }
+}  // namespace
+
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
+  if (static_cast<int>(dims.size()) != x.dim())
+    throw ShapeError(cat("permute: ", dims.size(), " dims given for a tensor of shape ", x.shape()));
+  return permuted(x, Shape(dims));
+}
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
-  std::vector<int64_t> dims(x.dim());
-  std::iota(dims.begin(), dims.end(), 0);
+  Shape dims;
+  for (int i = 0; i < x.dim(); ++i) dims.push_back(i);
   std::swap(dims[wrap_dim(dim0, x.dim(), "transpose", x.shape())], dims[wrap_dim(dim1, x.dim(), "transpose", x.shape())]);
-  return permute(x, dims);
+  return permuted(x, dims);
 }
 
 // slice.     x: (.., n, ..) -> y: (.., m, ..), y[.., i, ..] = x[.., start + i·step, ..] (a view)
