@@ -54,6 +54,7 @@ std::optional<MatrixLayout> blas_layout(const Tensor& t) {
   const int r = t.dim();
   const int64_t rows = t.shape()[r - 2], cols = t.shape()[r - 1];
   const int64_t row_stride = t.strides()[r - 2], col_stride = t.strides()[r - 1];
+  if (rows == 0 || cols == 0) return MatrixLayout{false, std::max<int64_t>(cols, 1)};  // nothing is read
   if (col_stride == 1 || cols == 1) {
     const int64_t ld = rows == 1 ? std::max<int64_t>(cols, 1) : row_stride;
     if (ld >= std::max<int64_t>(cols, 1)) return MatrixLayout{false, ld};

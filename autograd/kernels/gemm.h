@@ -27,7 +27,7 @@ bool shares_slices(const Shape& shape, const Shape& batch);
 
 /// c[batch] (+)= op(a[batch]) @ op(b[batch]) for every index of `batch`, where each operand's matrices
 /// may be transposed views (`flip_*` transposes the operand once more, for the backward products) and
-/// its batch dims broadcast; every operand must have a blas_layout. c has shape (c_batch..., M, N);
+/// its batch dims broadcast; a and b must have a blas_layout. c is contiguous of shape (c_batch..., M, N);
 /// when c's batch dims are broadcast (shares_slices: a gradient of a broadcast operand) several products
 /// land in one slice and add up, which needs beta = 1. beta is BLAS's: 0 writes c, 1 adds into it.
 template <class T>
