@@ -1,10 +1,11 @@
 #pragma once
 // Generic strided elementwise kernels that the op families build on. Inputs may be any strided view;
-// outputs are fresh contiguous tensors; accumulate_* add into an existing (gradient) buffer.
+// outputs are new contiguous tensors; add_map2 and write_into add into a gradient buffer.
 #include <array>
 #include <type_traits>
 
 #include "autograd/iterate.h"
+#include "autograd/tape.h"
 #include "autograd/tensor.h"
 
 namespace tapegrad {
@@ -25,9 +26,6 @@ inline bool is_row_of(const Shape& row, const Shape& shape) {
   return true;
 }
 }  // namespace detail
-
-/// Sets every element of a float tensor to 0 (not recorded, not counted as a write: for fresh buffers).
-void zero_fill(Tensor& t);
 
 /// y = f(x) elementwise; y contiguous, same shape and dtype as x.
 template <class F>
@@ -84,70 +82,39 @@ Tensor map2(const Tensor& a, const Tensor& b, const char* op, F f) {
   return out;
 }
 
-/// dst += f(u, v) over the broadcast of u and v, or dst = f(u, v) when `assign` (a fresh gradient buffer,
-/// see BackwardContext::grad(k, fresh)). dst may have a smaller shape that broadcasts to that space, in
-/// which case the broadcast dims are summed into it (a summing dst is zero-filled first when `assign`).
-/// Null dst: no-op.
+/// dx_k += f(u, v) over the broadcast of u and v; where input k was broadcast (its shape is smaller), the
+/// values over those dims are summed into its elements. Nothing when input k needs no gradient.
 template <class F>
-void write_map2(Tensor* dst, bool assign, const Tensor& u, const Tensor& v, const char* op, F f) {
-  if (!dst) return;
-  const Shape shape = broadcast_shapes(dst->shape(), broadcast_shapes(u.shape(), v.shape(), op), op);
-  if (assign && !(shape == dst->shape())) {  // several products land in one element: sum from zero
-    assign = false;
-    zero_fill(*dst);
-  }
-  dispatch_float(dst->dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    T* pd = dst->data<T>();
+void add_map2(BackwardContext& ctx, size_t k, const Tensor& u, const Tensor& v, const char* op, F f) {
+  if (!ctx.needs_grad(k)) return;
+  const Shape& dx_shape = ctx.input_shape(k);
+  const Shape shape = broadcast_shapes(dx_shape, broadcast_shapes(u.shape(), v.shape(), op), op);
+  const Adds adds = shape == dx_shape ? Adds::each_once : Adds::scattered;
+  ctx.add_into(k, [&](auto dx) {
+    using T = typename decltype(dx)::value_type;
     const T *pu = u.data<T>(), *pv = v.data<T>();
-    auto rows = [&](auto assign_tag) {
-      constexpr bool kAssign = decltype(assign_tag)::value;
-      for_each_row<3>(shape, {broadcast_strides(*dst, shape), broadcast_strides(u, shape), broadcast_strides(v, shape)},
-                      [&](auto off, int64_t n, auto step) {
-                        T* d = pd + off[0];
-                        const T *x = pu + off[1], *y = pv + off[2];
-                        if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
-                          for (int64_t k = 0; k < n; ++k) {
-                            if constexpr (kAssign) d[k] = f(x[k], y[k]);
-                            else d[k] += f(x[k], y[k]);
-                          }
-                        } else if (step[0] == 1 && step[1] == 1 && step[2] == 0) {  // v constant along the row
-                          const T y0 = y[0];
-                          for (int64_t k = 0; k < n; ++k) {
-                            if constexpr (kAssign) d[k] = f(x[k], y0);
-                            else d[k] += f(x[k], y0);
-                          }
-                        } else {
-                          for (int64_t k = 0; k < n; ++k) {
-                            if constexpr (kAssign) d[k * step[0]] = f(x[k * step[1]], y[k * step[2]]);
-                            else d[k * step[0]] += f(x[k * step[1]], y[k * step[2]]);
-                          }
-                        }
-                      });
-    };
-    if (assign) rows(std::true_type{});
-    else rows(std::false_type{});
-  });
-}
-
-/// dst += f(u, v) over the broadcast of u and v; dst (a gradient buffer) may have a smaller shape that
-/// broadcasts to that space, in which case the broadcast dims are summed into it. Null dst: no-op.
-template <class F>
-void accumulate_map2(Tensor* dst, const Tensor& u, const Tensor& v, const char* op, F f) {
-  write_map2(dst, false, u, v, op, f);
-}
-
-/// dst += f(u) elementwise over u's shape (dst broadcasting to it, as in accumulate_map2). Null dst: no-op.
-template <class F>
-void accumulate_map(Tensor* dst, const Tensor& u, const char* op, F f) {
-  accumulate_map2(dst, u, u, op, [&](auto x, auto) { return f(x); });
+    for_each_row<3>(shape, {broadcast_strides(dx.tensor, shape), broadcast_strides(u, shape), broadcast_strides(v, shape)},
+                    [&](auto off, int64_t n, auto step) {
+                      auto d = dx + off[0];
+                      const T *x = pu + off[1], *y = pv + off[2];
+                      if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
+                        for (int64_t i = 0; i < n; ++i) d[i] += f(x[i], y[i]);
+                      } else if (step[0] == 1 && step[1] == 1 && step[2] == 0) {  // v constant along the row
+                        const T y0 = y[0];
+                        for (int64_t i = 0; i < n; ++i) d[i] += f(x[i], y0);
+                      } else {
+                        for (int64_t i = 0; i < n; ++i) d[i * step[0]] += f(x[i * step[1]], y[i * step[2]]);
+                      }
+                    });
+  }, adds);
 }
 
 /// dst += scale * src, summing src over the dims where dst broadcasts (and broadcasting src where it
 /// does). Not recorded; for gradient buffers and optimizer updates. Counts as an in-place write.
 void accumulate_into(Tensor& dst, const Tensor& src, double scale = 1);
-/// accumulate_into, or dst = scale * src when `assign` (a fresh gradient buffer; a dst that sums over
-/// broadcast dims is zero-filled first). Counts as an in-place write.
-void write_into(Tensor& dst, bool assign, const Tensor& src, double scale = 1);
+/// dst += scale * src as above, or dst = scale * src when mode is assign (a new gradient buffer, see
+/// BackwardContext::add_into), which needs src to cover every element of dst once (dst sums over no
+/// dim). Counts as an in-place write.
+void write_into(Tensor& dst, GradMode mode, const Tensor& src, double scale = 1);
 
 }  // namespace tapegrad

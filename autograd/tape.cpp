@@ -1,5 +1,7 @@
 #include "autograd/tape.h"
 
+#include <algorithm>
+#include <limits>
 #include <sstream>
 
 #include "autograd/kernels.h"
@@ -88,27 +90,51 @@ void add_edges(Node& node, std::initializer_list<const Tensor*> inputs, const ch
 
 }  // namespace detail
 
-Tensor* BackwardContext::grad(size_t k) { return grad(k, nullptr); }
+Tensor& BackwardContext::slot(size_t k) {
+  AutogradMeta& meta = *node_.inputs[k].meta;
+  return meta.node < 0 ? meta.grad : slots_[meta.node];
+}
 
-Tensor* BackwardContext::grad(size_t k, bool* fresh) {
-  if (!needs_grad(k)) return nullptr;
+Tensor& BackwardContext::buffer(size_t k, Adds adds, GradMode* mode) {
   const Edge& edge = node_.inputs[k];
-  Tensor& slot = edge.meta->node < 0 ? edge.meta->grad : slots_[edge.meta->node];
-  const bool first_use = !slot.defined();
-  if (first_use) slot = fresh ? empty(edge.shape, edge.dtype) : zeros(edge.shape, edge.dtype);
-  if (fresh) *fresh = first_use;
-  return &slot;
+  Tensor& slot = this->slot(k);
+  *mode = GradMode::add;
+  if (slot.defined()) return slot;
+  // A new buffer may take this contribution by assignment only when it is the buffer's whole value: it
+  // covers every element once, and no other input of this node is the same tensor (that input's
+  // contribution must add to this one, whether its rule asks before or after).
+  bool alone = adds == Adds::each_once;
+  for (size_t j = 0; alone && j < node_.inputs.size(); ++j) alone = j == k || node_.inputs[j].meta != edge.meta;
+  if (!alone) {
+    slot = zeros(edge.shape, edge.dtype);
+    return slot;
+  }
+  slot = empty(edge.shape, edge.dtype);
+#ifndef NDEBUG
+  // Debug builds fill it with NaN: a body that misses an element it promised to write shows up as a NaN
+  // gradient (and a failing gradcheck) instead of whatever the memory held.
+  dispatch_float(edge.dtype, node_.name(), [&](auto tag) {
+    using T = decltype(tag);
+    std::fill_n(slot.data<T>(), slot.numel(), std::numeric_limits<T>::quiet_NaN());
+  });
+#endif
+  *mode = GradMode::assign;
+  return slot;
 }
 
 void BackwardContext::accumulate(size_t k, const Tensor& src, double scale) {
-  bool fresh = false;
-  if (Tensor* dx = grad(k, &fresh)) write_into(*dx, fresh, src, scale);
+  if (!needs_grad(k)) return;
+  const Shape& shape = input_shape(k);
+  const bool once = broadcast_shapes(shape, src.shape(), node_.name()) == shape;  // no dim of dx is summed
+  GradMode mode = GradMode::add;
+  Tensor& dx = buffer(k, once ? Adds::each_once : Adds::scattered, &mode);
+  write_into(dx, mode, src, scale);
 }
 
 void BackwardContext::pass_through(size_t k, const Tensor& src) {
   if (!needs_grad(k)) return;
   const Edge& edge = node_.inputs[k];
-  Tensor& slot = edge.meta->node < 0 ? edge.meta->grad : slots_[edge.meta->node];
+  Tensor& slot = this->slot(k);
   // dout may be handed on when this is the buffer's first use and src is all of dout, laid out as the
   // buffer must be, and when no other handle can see dout's memory: only the tape's slot holds dout, and
   // only dout and src hold its storage (a seed that shares a caller's tensor fails this, for one).

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/kernels/grad_ptr.h"
 #include "autograd/pool.h"
 #include "autograd/tensor.h"
 
@@ -80,7 +81,24 @@ struct NodeOf : Node {
   static inline const bool kind_registered = register_node_kind(Derived::kName);
 };
 
-/// Handed to Node::backward: the gradient buffers of the node's inputs.
+/// Input k's gradient buffer as a backward rule's body sees it: a GradPtr at its first element (every
+/// write is `dx[i] += v`, assigned or added as the context chose) and the buffer itself, contiguous, of
+/// the input's shape and dtype, for kernels that need its shape or hand it to BLAS (with dx.beta).
+template <class T, GradMode kMode>
+struct GradBuffer : GradPtr<T, kMode> {
+  explicit GradBuffer(Tensor& t) : GradPtr<T, kMode>(t.data<T>()), tensor(t) {}
+  Tensor& tensor;
+};
+
+/// Which elements of dx a rule's body adds into.
+enum class Adds {
+  each_once,  // every element exactly once: elementwise and row rules, a product per block of dx
+  scattered,  // some never, some several times: a scatter-add, a max, a sum over broadcast dims
+};
+
+/// Handed to Node::backward: the gradient buffers of the node's inputs. A rule only ever adds into them;
+/// whether its first contribution to a new buffer may be assigned instead (no zero-fill) is decided
+/// here, once, for every rule.
 class BackwardContext {
  public:
   BackwardContext(const Node& node, std::vector<Tensor>& slots) : node_(node), slots_(slots) {}
@@ -89,17 +107,19 @@ class BackwardContext {
       : node_(node), slots_(slots), dout_(&dout) {}
   /// True when input k needs a gradient.
   bool needs_grad(size_t k) const { return k < node_.inputs.size() && node_.inputs[k].meta != nullptr; }
-  /// Input k's gradient buffer (contiguous, of the input's shape and dtype, zero-filled at first use),
-  /// to be added into; nullptr when input k needs no gradient.
-  Tensor* grad(size_t k);
-  /// The same buffer, for a rule that writes every element of it: at its first use it is left
-  /// uninitialised and *fresh is set, and the rule must then assign (=) each element instead of adding
-  /// (+=), which saves zero-filling the buffer and reading the zeros back. Get it after the rule's checks,
-  /// so that a rule that throws leaves no uninitialised buffer behind.
-  Tensor* grad(size_t k, bool* fresh);
-  /// dx_k += scale · src, summed over the dims where input k broadcasts to src (as accumulate_into); at the
-  /// buffer's first use, and when src covers it whole, dx_k = scale · src without the zero-fill. No-op
-  /// when input k needs no gradient.
+  /// Input k's shape (and so its gradient's).
+  const Shape& input_shape(size_t k) const { return node_.inputs[k].shape; }
+
+  /// Runs body(dx), where dx is input k's GradBuffer<T, mode> (T its float type), and body adds its
+  /// contribution, `dx[i] += v`; nothing when input k needs no gradient. When the buffer is new, `adds`
+  /// is each_once and no other input of this node is the same tensor, this contribution is the buffer's
+  /// whole value, so dx's `+=` assigns into an unfilled buffer; otherwise it adds (into zeros at first
+  /// use). The order in which a rule asks for its inputs' buffers therefore never matters, and a tensor
+  /// passed twice (mul(x, x)) receives the sum of both contributions.
+  template <class Body>
+  void add_into(size_t k, Body&& body, Adds adds = Adds::each_once);
+  /// dx_k += scale · src, summed over the dims where input k broadcasts to src (as accumulate_into).
+  /// Nothing when input k needs no gradient.
   void accumulate(size_t k, const Tensor& src, double scale = 1);
   /// accumulate(k, src) for a rule whose input k gets dout unchanged, src being dout or a view of all of
   /// it in the input's shape (add, reshape, squeeze, copy): when input k's buffer is still empty and
@@ -108,6 +128,11 @@ class BackwardContext {
   void pass_through(size_t k, const Tensor& src);
 
  private:
+  /// Where input k's gradient lives: its slot on the tape, or a leaf's .grad.
+  Tensor& slot(size_t k);
+  /// Input k's buffer (made at first use) and what `+=` means in it: see add_into.
+  Tensor& buffer(size_t k, Adds adds, GradMode* mode);
+
   const Node& node_;
   std::vector<Tensor>& slots_;
   const Tensor* dout_ = nullptr;  // set by the tape's backward; pass_through copies without it
@@ -181,6 +206,25 @@ NodeT* record_list(Tensor& out, const std::vector<Tensor>& inputs) {
   for (const Tensor& t : inputs) detail::add_edge(*raw, t, NodeT::kName);
   Tape::current().append(std::move(node), out);
   return raw;
+}
+
+// ---- implementation of add_into ----
+template <class Body>
+void BackwardContext::add_into(size_t k, Body&& body, Adds adds) {
+  if (!needs_grad(k)) return;
+  GradMode mode = GradMode::add;
+  Tensor& dx = buffer(k, adds, &mode);
+  try {
+    dispatch_float(dx.dtype(), node_.name(), [&](auto tag) {
+      using T = decltype(tag);
+      if (mode == GradMode::assign) body(GradBuffer<T, GradMode::assign>(dx));
+      else body(GradBuffer<T, GradMode::add>(dx));
+    });
+  } catch (...) {
+    if (mode == GradMode::assign) dx = Tensor();  // partly written: no gradient rather than garbage
+    throw;
+  }
+  ++dx.storage()->version;
 }
 
 }  // namespace tapegrad

@@ -18,8 +18,9 @@
 #include <vector>
 
 #include "autograd/blas.h"
+#include "autograd/kernels/scratch.h"
+#include "autograd/kernels/softmax.h"
 #include "autograd/ops/indexing.h"
-#include "autograd/ops/softmax.h"
 #include "autograd/parallel.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
@@ -65,14 +66,7 @@ void check_mask(const Tensor& mask, const Tensor& qkv, bool per_batch, const cha
     throw ShapeError(cat(kOp, ": ", what, " ", mask.shape(), " must be contiguous"));
 }
 
-/// The per-thread scratch block of (T, T) scores or score gradients: kept between calls (no allocation
-/// in steady state), one per pool thread.
-template <class T>
-T* scratch(int64_t count) {
-  thread_local std::vector<T> buffer;
-  if (static_cast<int64_t>(buffer.size()) < count) buffer.resize(static_cast<size_t>(count));
-  return buffer.data();
-}
+struct HeadScratch;  // the per-thread (T, T) scores and weights of one head (kernels/scratch.h)
 
 /// P = softmax(s · Q Kᵀ + masks) for head (b, h), into P (T, T); S is (T, T) scratch.
 template <class F>
@@ -85,7 +79,7 @@ void head_weights(const F* q, const F* k, int64_t ld, int64_t T, int64_t D, F sc
       for (int64_t j = 0; j < T; ++j) row[j] += masks.attn[i * T + j];
     if (masks.padding)
       for (int64_t j = 0; j < T; ++j) row[j] += masks.padding[b * T + j];
-    softmax_row(row, P + i * T, T);
+    softmax_row(row, P + i * T, T, kContiguous);
   }
 }
 
@@ -112,17 +106,16 @@ struct FusedAttentionNode : NodeOf<FusedAttentionNode> {
     const int64_t B = x.size(0), T = x.size(1), C = x.size(2) / 3, H = heads, D = C / H;
     if (!(dout.shape() == Shape{B, T, C}))
       throw AutogradError(cat(kName, " backward: dout ", dout.shape(), " vs output [", B, ",", T, ",", C, "]"));
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
-    dispatch_float(x.dtype(), kName, [&](auto tag) {
-      using F = decltype(tag);
+    // Every element of dqkv gets exactly one head's product: added (or assigned) with the buffer's beta.
+    ctx.add_into(0, [&](auto dqkv) {
+      using F = typename decltype(dqkv)::value_type;
       const F scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(D)));
-      const F beta = fresh ? F(0) : F(1);  // every element of dqkv is written by exactly one head's products
+      const F beta = dqkv.beta;
       const AddedMasks<F> masks(attn_mask.get(kName), key_padding_mask.get(kName));
       const F *px = x.data<F>(), *pdo = dout.data<F>();
-      F* pdx = dx->data<F>();
+      F* pdx = dqkv.data();
       parallel_for(B * H, grain_for_flops(10 * T * T * D), [&](int64_t first, int64_t last) {  // 5 products
-        F *P = scratch<F>(2 * T * T), *dP = P + T * T;
+        F *P = scratch<F, HeadScratch>(2 * T * T), *dP = P + T * T;
         for (int64_t bh = first; bh < last; ++bh) {
           const int64_t b = bh / H, h = bh % H;
           const F* q = px + b * T * 3 * C + h * D;
@@ -133,7 +126,8 @@ struct FusedAttentionNode : NodeOf<FusedAttentionNode> {
           F *dk = dq + C, *dv = dq + 2 * C;
           blas_gemm(true, false, T, D, T, F(1), P, T, dO, C, beta, dv, 3 * C);  // dV = Pᵀ dO
           blas_gemm(false, true, T, T, D, F(1), dO, C, v, 3 * C, F(0), dP, T);  // dP = dO Vᵀ
-          for (int64_t i = 0; i < T; ++i) softmax_row_backward(P + i * T, dP + i * T, dP + i * T, T);  // dS
+          for (int64_t i = 0; i < T; ++i)  // dS, over dP's memory
+            softmax_row_backward(P + i * T, dP + i * T, assign_to(dP + i * T), T, kContiguous);
           blas_gemm(false, false, T, D, T, scale, dP, T, k, 3 * C, beta, dq, 3 * C);  // dQ = s dS K
           blas_gemm(true, false, T, D, T, scale, dP, T, q, 3 * C, beta, dk, 3 * C);   // dK = s dSᵀ Q
         }
@@ -161,7 +155,7 @@ FusedAttention fused_self_attention(const Tensor& qkv, int64_t n_heads, const Te
     const F* px = x.data<F>();
     F* po = result.output.data<F>();
     parallel_for(B * H, grain_for_flops(4 * T * T * D), [&](int64_t first, int64_t last) {  // 2 products
-      F *S = scratch<F>(2 * T * T), *P = S + T * T;
+      F *S = scratch<F, HeadScratch>(2 * T * T), *P = S + T * T;
       for (int64_t bh = first; bh < last; ++bh) {
         const int64_t b = bh / H, h = bh % H;
         const F* q = px + b * T * 3 * C + h * D;

@@ -24,18 +24,12 @@ struct DropoutNode : NodeOf<DropoutNode> {
     const Tensor& mask = keep.get(kName);
     if (!(dy.shape() == mask.shape()))
       throw AutogradError(cat(kName, " backward: dy ", dy.shape(), " vs mask ", mask.shape()));
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
     const bool* k = mask.data<bool>();
-    dispatch_float(dy.dtype(), kName, [&](auto tag) {
-      using T = decltype(tag);
+    ctx.add_into(0, [&](auto dx) {
+      using T = typename decltype(dx)::value_type;
       const T* g = dy.data<T>();
-      T* d = dx->data<T>();
       const T s = static_cast<T>(scale);
-      if (fresh)
-        for (int64_t i = 0, n = dy.numel(); i < n; ++i) d[i] = k[i] ? g[i] * s : T(0);
-      else
-        for (int64_t i = 0, n = dy.numel(); i < n; ++i) d[i] += k[i] ? g[i] * s : T(0);
+      for (int64_t i = 0, n = dy.numel(); i < n; ++i) dx[i] += k[i] ? g[i] * s : T(0);
     });
   }
 };

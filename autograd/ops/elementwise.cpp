@@ -1,5 +1,5 @@
 // Elementwise arithmetic. Shapes: a, b broadcast to out; each backward sums over the dims that
-// broadcasting expanded (write_map2 does that when the gradient buffer is smaller than out).
+// broadcasting expanded (add_map2 does that when the gradient buffer is smaller than out).
 #include "autograd/ops/elementwise.h"
 
 #include <cmath>
@@ -51,11 +51,8 @@ struct MulNode : NodeOf<MulNode> {
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     auto times = [](auto g, auto y) { return g * y; };
     const Tensor &bv = b.get(kName), &av = a.get(kName);  // each undefined when not saved
-    bool fresh = false;
-    Tensor* da = ctx.grad(0, &fresh);
-    write_map2(da, fresh, dout, bv, kName, times);
-    Tensor* db = ctx.grad(1, &fresh);
-    write_map2(db, fresh, dout, av, kName, times);
+    add_map2(ctx, 0, dout, bv, kName, times);
+    add_map2(ctx, 1, dout, av, kName, times);
   }
 };
 
@@ -78,13 +75,10 @@ struct DivNode : NodeOf<DivNode> {
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     const Tensor& bv = b.get(kName);
     const Tensor& outv = out.get(kName);  // undefined unless b needs a gradient
-    bool fresh = false;
-    Tensor* da = ctx.grad(0, &fresh);
-    write_map2(da, fresh, dout, bv, kName, [](auto g, auto y) { return g / y; });
+    add_map2(ctx, 0, dout, bv, kName, [](auto g, auto y) { return g / y; });
     if (ctx.needs_grad(1)) {
       const Tensor q = map2(outv, bv, kName, [](auto o, auto y) { return o / y; });
-      Tensor* db = ctx.grad(1, &fresh);
-      write_map2(db, fresh, dout, q, kName, [](auto g, auto r) { return -g * r; });
+      add_map2(ctx, 1, dout, q, kName, [](auto g, auto r) { return -g * r; });
     }
   }
 };
@@ -151,9 +145,7 @@ struct PowNode : NodeOf<PowNode> {
   double p = 1;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
     const Tensor& xv = x.get(kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
-    write_map2(dx, fresh, dy, xv, kName, [p = p](auto g, auto v) {
+    add_map2(ctx, 0, dy, xv, kName, [p = p](auto g, auto v) {
       using T = decltype(v);
       return g * static_cast<T>(p) * static_cast<T>(std::pow(v, static_cast<T>(p - 1)));
     });

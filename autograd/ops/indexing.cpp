@@ -29,49 +29,33 @@ void for_each_id(const Tensor& ids, Body&& body) {
   });
 }
 
-/// dst += dout where mask == keep (else nothing), over dout's shape; dst and mask broadcast to it, and dst
-/// sums over the dims where it was broadcast. With `assign` (a fresh gradient buffer) dst = that instead,
-/// zeros included (a summing dst is zero-filled first and added into).
-void write_selected(Tensor* dst, bool assign, const Tensor& dout, const Tensor& mask, bool keep, const char* op) {
-  if (!dst) return;
+/// dx_k += dout where mask == keep (0 elsewhere), over dout's shape; the mask broadcasts to it, and input
+/// k sums over the dims where it was broadcast. Nothing when input k needs no gradient.
+void add_selected(BackwardContext& ctx, size_t k, const Tensor& dout, const Tensor& mask, bool keep) {
+  if (!ctx.needs_grad(k)) return;
   const Shape& shape = dout.shape();
-  if (assign && !(dst->shape() == shape)) {
-    zero_fill(*dst);
-    assign = false;
-  }
-  dispatch_float(dst->dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    T* pd = dst->data<T>();
+  ctx.add_into(k, [&](auto dx) {
+    using T = typename decltype(dx)::value_type;
     const T* pg = dout.data<T>();
     const bool* pm = mask.data<bool>();
-    for_each_row<3>(shape, {broadcast_strides(*dst, shape), dout.strides(), broadcast_strides(mask, shape)},
+    for_each_row<3>(shape, {broadcast_strides(dx.tensor, shape), dout.strides(), broadcast_strides(mask, shape)},
                     [&](auto off, int64_t n, auto step) {
-                      T* d = pd + off[0];
+                      const auto d = dx + off[0];
                       const T* g = pg + off[1];
                       const bool* m = pm + off[2];
                       if (step[0] == 1 && step[1] == 1 && step[2] == 1) {  // contiguous rows
                         // a select with g read unconditionally and the mask read as bytes: vectorises
                         const auto* mb = reinterpret_cast<const unsigned char*>(m);
                         const unsigned char want = keep ? 1 : 0;
-                        if (assign)
-                          for (int64_t k = 0; k < n; ++k) {
-                            const T v = g[k];
-                            d[k] = (mb[k] != 0) == want ? v : T(0);
-                          }
-                        else
-                          for (int64_t k = 0; k < n; ++k) {
-                            const T v = g[k];
-                            d[k] += (mb[k] != 0) == want ? v : T(0);
-                          }
-                      } else if (assign) {
-                        for (int64_t k = 0; k < n; ++k) d[k * step[0]] = m[k * step[2]] == keep ? g[k * step[1]] : T(0);
+                        for (int64_t i = 0; i < n; ++i) {
+                          const T v = g[i];
+                          d[i] += (mb[i] != 0) == want ? v : T(0);
+                        }
                       } else {
-                        for (int64_t k = 0; k < n; ++k)
-                          if (m[k * step[2]] == keep) d[k * step[0]] += g[k * step[1]];
+                        for (int64_t i = 0; i < n; ++i) d[i * step[0]] += m[i * step[2]] == keep ? g[i * step[1]] : T(0);
                       }
                     });
-  });
-  ++dst->storage()->version;
+  }, ctx.input_shape(k) == shape ? Adds::each_once : Adds::scattered);
 }
 
 void require_bool(const Tensor& mask, const char* op, const char* what) {
@@ -92,21 +76,19 @@ struct EmbeddingNode : NodeOf<EmbeddingNode> {
   Saved ids;
   int64_t padding_idx = -1;
   void backward(const Tensor& dout, BackwardContext& ctx) override {
-    Tensor* dweight = ctx.grad(0);
-    if (!dweight) return;
-    const int64_t channels = dweight->shape()[1];
-    dispatch_float(dweight->dtype(), kName, [&](auto tag) {
-      using T = decltype(tag);
-      T* pw = dweight->data<T>();    // contiguous (V, C)
+    if (!ctx.needs_grad(0)) return;
+    const Tensor& id_values = ids.get(kName);
+    const int64_t channels = inputs[0].shape[1];
+    ctx.add_into(0, [&](auto dweight) {  // contiguous (V, C)
+      using T = typename decltype(dweight)::value_type;
       const T* pg = dout.data<T>();  // contiguous (..., C)
-      for_each_id(ids.get(kName), [&](int64_t id, int64_t row) {
+      for_each_id(id_values, [&](int64_t id, int64_t row) {
         if (id == padding_idx) return;
-        T* to = pw + id * channels;
+        const auto to = dweight + id * channels;
         const T* from = pg + row * channels;
         for (int64_t c = 0; c < channels; ++c) to[c] += from[c];
       });
-    });
-    ++dweight->storage()->version;
+    }, Adds::scattered);
   }
 };
 
@@ -156,10 +138,7 @@ struct MaskedFillNode : NodeOf<MaskedFillNode> {
   static constexpr const char* kName = "masked_fill";
   Saved mask;
   void backward(const Tensor& dout, BackwardContext& ctx) override {
-    const Tensor& m = mask.get(kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
-    write_selected(dx, fresh, dout, m, false, kName);
+    add_selected(ctx, 0, dout, mask.get(kName), false);
   }
 };
 
@@ -214,11 +193,8 @@ struct WhereNode : NodeOf<WhereNode> {
   Saved condition;
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     const Tensor& cond = condition.get(kName);
-    bool fresh = false;
-    Tensor* da = ctx.grad(0, &fresh);
-    write_selected(da, fresh, dout, cond, true, kName);
-    Tensor* db = ctx.grad(1, &fresh);
-    write_selected(db, fresh, dout, cond, false, kName);
+    add_selected(ctx, 0, dout, cond, true);
+    add_selected(ctx, 1, dout, cond, false);
   }
 };
 

@@ -1,9 +1,7 @@
 // Losses, fused with their softmax so that they are stable and their backward is one pass.
 #include "autograd/ops/loss.h"
 
-#include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "autograd/kernels.h"
 #include "autograd/ops/views.h"
@@ -23,38 +21,32 @@ namespace tapegrad {
 // batch made only of padding contributes nothing instead of poisoning the parameters.
 struct CrossEntropyNode : NodeOf<CrossEntropyNode> {
   static constexpr const char* kName = "cross_entropy";
-  Saved logits;                  // contiguous (N, C)
-  std::vector<double> lse;       // per row; unused for ignored rows
-  std::vector<int64_t> targets;  // per row; ignore_index marks an ignored row
+  Saved logits;  // contiguous (N, C)
+  Tensor lse;     // float64 (N); unused for ignored rows. Private to the node, as is:
+  Tensor targets;  // a copy of the targets, int64 (N); ignore_index marks an ignored row
   int64_t ignore_index = -100;
   int64_t valid = 0;
   void backward(const Tensor& dloss, BackwardContext& ctx) override {
     if (!ctx.needs_grad(0)) return;
-    if (valid == 0) {
-      ctx.grad(0);  // a zero gradient, still delivered
-      return;
-    }
     const Tensor& x = logits.get(kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
     const int64_t rows = x.shape()[0], classes = x.shape()[1];
-    const double scale = dloss.item() / static_cast<double>(valid);
-    dispatch_float(x.dtype(), kName, [&](auto tag) {
-      using T = decltype(tag);
+    const double scale = valid > 0 ? dloss.item() / static_cast<double>(valid) : 0.0;
+    const double* lse_of = lse.data<double>();
+    const int64_t* target_of = targets.data<int64_t>();
+    ctx.add_into(0, [&](auto dx) {
+      using T = typename decltype(dx)::value_type;
       const T* px = x.data<T>();
-      T* pdx = dx->data<T>();
+      const T s = static_cast<T>(scale);
       for (int64_t r = 0; r < rows; ++r) {
-        T* d = pdx + r * classes;
-        if (targets[r] == ignore_index) {
-          if (fresh) std::fill(d, d + classes, T(0));
+        const auto d = dx + r * classes;
+        const int64_t t = target_of[r];
+        if (t == ignore_index) {  // an ignored row: a zero gradient
+          for (int64_t c = 0; c < classes; ++c) d[c] += T(0);
           continue;
         }
         const T* in = px + r * classes;
-        if (fresh)
-          for (int64_t c = 0; c < classes; ++c) d[c] = static_cast<T>(scale * std::exp(in[c] - lse[r]));
-        else
-          for (int64_t c = 0; c < classes; ++c) d[c] += static_cast<T>(scale * std::exp(in[c] - lse[r]));
-        d[targets[r]] -= static_cast<T>(scale);
+        for (int64_t c = 0; c < classes; ++c)
+          d[c] += static_cast<T>(scale * std::exp(in[c] - lse_of[r])) - (c == t ? s : T(0));
       }
     });
   }
@@ -73,7 +65,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
     throw ShapeError(cat(op, ": targets ", targets.shape(), " do not match logits ", logits.shape(), " (expected [",
                          logits.shape()[0], "])"));
   const int64_t rows = logits.shape()[0], classes = logits.shape()[1];
-  std::vector<int64_t> t = targets.to_int_vector();
+  const Tensor target_copy = targets.detach().clone();  // contiguous; saved as it is now
+  const int64_t* t = target_copy.data<int64_t>();
   int64_t valid = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (t[r] == ignore_index) continue;
@@ -84,7 +77,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   }
 
   const Tensor x = logits.detach().contiguous();
-  std::vector<double> lse(rows, 0.0);
+  Tensor lse_tensor = zeros({rows}, DType::float64);
+  double* lse = lse_tensor.data<double>();
   double total = 0;  // sum over valid rows of lse_r - x_{r,t_r}, in double for either dtype
   dispatch_float(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -103,8 +97,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   Tensor loss = full({}, valid > 0 ? total / static_cast<double>(valid) : 0.0, logits.dtype());
   if (auto* node = record<CrossEntropyNode>(loss, logits)) {
     node->logits = x;
-    node->lse = std::move(lse);
-    node->targets = std::move(t);
+    node->lse = lse_tensor;
+    node->targets = target_copy;
     node->ignore_index = ignore_index;
     node->valid = valid;
   }

@@ -1,15 +1,13 @@
-// Matrix products on CBLAS.   a: (..., M, K), b: (..., K, N) -> out: (..., M, N)
+// Matrix products.   a: (..., M, K), b: (..., K, N) -> out: (..., M, N)
+// The products run on BLAS through autograd/kernels/gemm.h (in-place strided reads, broadcast batches,
+// the split across threads); this file is the math, the shapes and the folding of batches into rows.
 #include "autograd/ops/matmul.h"
 
-#include <algorithm>
-#include <array>
 #include <optional>
-#include <vector>
 
-#include "autograd/blas.h"
 #include "autograd/kernels.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/ops/views.h"
-#include "autograd/parallel.h"
 #include "autograd/pool.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
@@ -17,30 +15,6 @@
 namespace tapegrad {
 
 namespace {
-
-/// How BLAS reads the last two dims (rows, cols) of a strided tensor in place: row-major with leading
-/// dim `ld`, transposed when the tensor's column stride is the large one.
-struct MatrixLayout {
-  bool transposed = false;
-  int64_t ld = 1;
-};
-
-/// The in-place layout when one exists (unit stride along one of the two dims, the other a valid
-/// leading dim); std::nullopt means BLAS cannot read it as is and it must be copied first.
-std::optional<MatrixLayout> blas_layout(const Tensor& t) {
-  const int r = t.dim();
-  const int64_t rows = t.shape()[r - 2], cols = t.shape()[r - 1];
-  const int64_t row_stride = t.strides()[r - 2], col_stride = t.strides()[r - 1];
-  if (col_stride == 1 || cols == 1) {
-    const int64_t ld = rows == 1 ? std::max<int64_t>(cols, 1) : row_stride;
-    if (ld >= std::max<int64_t>(cols, 1)) return MatrixLayout{false, ld};
-  }
-  if (row_stride == 1 || rows == 1) {
-    const int64_t ld = cols == 1 ? std::max<int64_t>(rows, 1) : col_stride;
-    if (ld >= std::max<int64_t>(rows, 1)) return MatrixLayout{true, ld};
-  }
-  return std::nullopt;
-}
 
 /// t itself when BLAS can read its matrices in place, else a contiguous copy (not recorded: the caller
 /// records the product against the original tensor).
@@ -55,98 +29,6 @@ Shape batch_of(const Shape& s) {
   batch.erase(batch.rank() - 1);
   batch.erase(batch.rank() - 1);
   return batch;
-}
-
-/// Strides of t's batch dims as if broadcast to `batch` (0 along broadcast dims).
-Shape batch_strides(const Tensor& t, const Shape& batch) {
-  Shape strides;
-  const int shift = batch.rank() - (t.dim() - 2);
-  for (int i = 0; i < batch.rank(); ++i) {
-    const int j = i - shift;
-    strides.push_back(j < 0 || t.shape()[j] == 1 ? 0 : t.strides()[j]);
-  }
-  return strides;
-}
-
-// Parts are whole multiples of this many rows (or columns), so that BLAS's register tiles stay full.
-constexpr int64_t kPartAlign = 32;
-
-/// c (+)= op(a) op(b), (m × n) row-major, split across tapegrad's threads along the longer side of c (rows
-/// of op(a) or columns of op(b)); each part is one single-threaded BLAS call. The split depends only on
-/// the shapes and the thread count, and every element of c is computed whole by one call, so results
-/// do not depend on timing.
-template <class T>
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T beta, T* c, int64_t ldc) {
-  const int64_t longer = std::max(m, n), blocks = (longer + kPartAlign - 1) / kPartAlign;
-  const int64_t block_flops = 2 * k * std::min(m, n) * kPartAlign;
-  const int64_t grain = grain_for_flops(block_flops);
-  parallel_for(blocks, grain, [&](int64_t first, int64_t last) {
-    const int64_t from = first * kPartAlign, to = std::min(longer, last * kPartAlign);
-    if (m >= n)  // rows [from, to) of c: rows of op(a)
-      blas_gemm(trans_a, trans_b, to - from, n, k, T(1), trans_a ? a + from : a + from * lda, lda, b, ldb, beta,
-                c + from * ldc, ldc);
-    else  // columns [from, to) of c: columns of op(b)
-      blas_gemm(trans_a, trans_b, m, to - from, k, T(1), a, lda, trans_b ? b + from * ldb : b + from, ldb, beta, c + from,
-                ldc);
-  });
-}
-
-/// c[batch] (+)= op(a[batch]) @ op(b[batch]) for every index of `batch`, where each operand's matrices
-/// may be transposed views (`flip_*` transposes the operand once more, for the backward products) and
-/// its batch dims broadcast. c is contiguous with shape (c_batch..., M, N); when c's batch dims are
-/// broadcast (a gradient of a broadcast operand) several products land in one slice and add up (from
-/// zero when not accumulating).
-void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c, const Shape& batch,
-                  bool accumulate) {
-  const Shape c_strides = batch_strides(c, batch);
-  bool shared_c = false;  // several products land in one slice of c
-  for (int i = 0; i < batch.rank(); ++i) shared_c = shared_c || (batch[i] > 1 && c_strides[i] == 0);
-  if (shared_c && !accumulate) {  // zero the slices, then add the products up
-    zero_fill(c);
-    accumulate = true;
-  }
-  const MatrixLayout la = *blas_layout(a), lb = *blas_layout(b);
-  const int ra = a.dim(), rb = b.dim(), rc = c.dim();
-  const int64_t m = c.shape()[rc - 2], n = c.shape()[rc - 1];
-  const int64_t k = flip_a ? a.shape()[ra - 2] : a.shape()[ra - 1];
-  if (m == 0 || n == 0) return;
-  const bool trans_a = la.transposed != flip_a, trans_b = lb.transposed != flip_b;
-  dispatch_float(a.dtype(), "matmul", [&](auto tag) {
-    using T = decltype(tag);
-    const T *pa = a.data<T>(), *pb = b.data<T>();
-    T* pc = c.data<T>();
-    // Every product's offsets into a, b and c (a buffer kept per thread: no allocation in steady state).
-    thread_local std::vector<std::array<int64_t, 3>> this_threads_offsets;
-    std::vector<std::array<int64_t, 3>>& offsets = this_threads_offsets;  // the workers read the caller's
-    offsets.clear();
-    for_each_row<3>(batch, {c_strides, batch_strides(a, batch), batch_strides(b, batch)},
-                    [&](auto off, int64_t count, auto step) {
-                      for (int64_t i = 0; i < count; ++i)
-                        offsets.push_back({off[0] + i * step[0], off[1] + i * step[1], off[2] + i * step[2]});
-                    });
-    auto product = [&](const std::array<int64_t, 3>& off, bool split) {
-      T* out = pc + off[0];
-      if (k == 0) {  // an empty sum: nothing to add
-        if (!accumulate) std::fill(out, out + m * n, T(0));
-        return;
-      }
-      const T beta = accumulate ? T(1) : T(0);
-      if (split) gemm(trans_a, trans_b, m, n, k, pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
-      else blas_gemm(trans_a, trans_b, m, n, k, T(1), pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
-    };
-    const int64_t count = static_cast<int64_t>(offsets.size());
-    if (count == 1 || shared_c) {  // one product, or products that add into one slice: in order, each split
-      for (const auto& off : offsets) product(off, true);
-      return;
-    }
-    // Products that own their slices of c (the heads of attention): whole products spread over the threads.
-    const int64_t grain = grain_for_flops(2 * m * n * k);
-    parallel_for(count, grain, [&](int64_t first, int64_t last) {
-      for (int64_t i = first; i < last; ++i) product(offsets[i], false);
-    });
-  });
-  (void)rb;
 }
 
 /// A view of t's storage with this shape and these strides (t's offset).
@@ -190,8 +72,7 @@ std::optional<Tensor> rows_view(const Tensor& a) {
 // matmul.  a: (..., M, K), b: (..., K, N) -> out: (..., M, N)
 // forward : out[i,j] = sum_k a[i,k] b[k,j]           (per batch index, batch dims broadcast)
 // backward: da = dout @ bᵀ,  db = aᵀ @ dout           (summed over the batch dims each operand was
-//           broadcast along; gemm with beta = 1 adds each product into the gradient buffer, beta = 0
-//           writes a fresh one)
+//           broadcast along; gemm's beta is the gradient buffer's: 0 assigns into a new one, 1 adds)
 // saves   : a, b as the (possibly strided) views BLAS reads
 //           When b has no batch dims and a's rows fold into one matrix (rows_view), a is saved as that
 //           (R, K) matrix and all three products are single 2-D gemms over the R = numel(a) / K rows.
@@ -205,14 +86,13 @@ struct MatmulNode : NodeOf<MatmulNode> {
     const Tensor g = folded ? view_of(dout, Shape{av.shape()[0], dout.shape().back()},
                                       Shape{dout.shape().back(), 1})
                             : dout;  // dout is contiguous
-    // Each buffer is written (beta = 0) when fresh, else added into (beta = 1); da is written before db
-    // is asked for, since a and b may be one tensor.
-    bool fresh = false;
-    if (Tensor* da = ctx.grad(0, &fresh)) {
-      Tensor da_view = folded ? view_of(*da, av.shape(), contiguous_strides(av.shape())) : *da;
-      batched_gemm(g, false, bv, true, da_view, batch, !fresh);
-    }
-    if (Tensor* db = ctx.grad(1, &fresh)) batched_gemm(av, true, g, false, *db, batch, !fresh);
+    // A gradient whose batch dims were broadcast sums several products: scattered, so its beta is 1.
+    auto adds = [&](size_t k) { return shares_slices(inputs[k].shape, batch) ? Adds::scattered : Adds::each_once; };
+    ctx.add_into(0, [&](auto da) {  // da = dout @ bᵀ
+      Tensor da_view = folded ? view_of(da.tensor, av.shape(), contiguous_strides(av.shape())) : da.tensor;
+      batched_gemm(g, false, bv, true, da_view, batch, da.beta);
+    }, adds(0));
+    ctx.add_into(1, [&](auto db) { batched_gemm(av, true, g, false, db.tensor, batch, db.beta); }, adds(1));  // db = aᵀ @ dout
   }
 };
 
@@ -270,14 +150,11 @@ struct MatmulBiasNode : NodeOf<MatmulBiasNode> {
     const Tensor &xv = x_rows.get(kName), &wv = weight.get(kName);
     const int64_t R = xv.shape()[0], N = wv.shape()[0];
     const Tensor dy = view_of(dout, Shape{R, N}, Shape{N, 1});  // dout is contiguous
-    // Each buffer is written when fresh (beta = 0), else added into, and written before the next is
-    // asked for (x, W and b may share a tensor).
-    bool fresh = false;
-    if (Tensor* dx = ctx.grad(0, &fresh)) {
-      Tensor dx_rows = view_of(*dx, xv.shape(), contiguous_strides(xv.shape()));
-      batched_gemm(dy, false, wv, false, dx_rows, Shape{}, !fresh);
-    }
-    if (Tensor* dw = ctx.grad(1, &fresh)) batched_gemm(dy, true, xv, false, *dw, Shape{}, !fresh);
+    ctx.add_into(0, [&](auto dx) {  // dX = dY W
+      Tensor dx_rows = view_of(dx.tensor, xv.shape(), contiguous_strides(xv.shape()));
+      batched_gemm(dy, false, wv, false, dx_rows, Shape{}, dx.beta);
+    });
+    ctx.add_into(1, [&](auto dw) { batched_gemm(dy, true, xv, false, dw.tensor, Shape{}, dw.beta); });  // dW = dYᵀ X
     ctx.accumulate(2, dy);  // db: dy's rows summed into (N)
   }
 };
@@ -308,13 +185,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out_rows = view_of(out, Shape{R, N}, Shape{N, 1});
   dispatch_float(x.dtype(), op, [&](auto tag) {  // every row starts as b
     using T = decltype(tag);
-    T* po = out.data<T>();
-    if (R == 0 || N == 0) return;
-    // A stamp of about 4 KiB of rows, then the stamp copied block by block: a few copies of a size that
-    // memcpy moves fastest, instead of one short call per row.
-    const int64_t stamp = std::clamp<int64_t>(4096 / static_cast<int64_t>(N * sizeof(T)), 1, R);
-    for (int64_t r = 0; r < stamp; ++r) std::copy(b.data<T>(), b.data<T>() + N, po + r * N);
-    for (int64_t r = stamp; r < R; r += stamp) std::copy(po, po + std::min(stamp, R - r) * N, po + r * N);
+    repeat_row(b.data<T>(), out.data<T>(), R, N);
   });
   batched_gemm(*rows, false, w, true, out_rows, Shape{}, /*accumulate=*/true);  // onto b (b itself when K = 0)
   if (auto* node = record<MatmulBiasNode>(out, x, weight, bias)) {

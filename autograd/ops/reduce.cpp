@@ -185,12 +185,10 @@ struct MaxAllNode : NodeOf<MaxAllNode> {
   static constexpr const char* kName = "max";
   int64_t index = 0;
   void backward(const Tensor& dout, BackwardContext& ctx) override {
-    Tensor* dx = ctx.grad(0);
-    if (!dx) return;
-    dispatch_float(dx->dtype(), kName, [&](auto tag) {
-      using T = decltype(tag);
-      dx->data<T>()[index] += dout.data<T>()[0];  // dx is contiguous: row-major index = offset
-    });
+    ctx.add_into(0, [&](auto dx) {  // dx is contiguous: row-major index = offset
+      using T = typename decltype(dx)::value_type;
+      dx[index] += dout.data<T>()[0];
+    }, Adds::scattered);
   }
 };
 
@@ -229,17 +227,15 @@ struct MaxDimNode : NodeOf<MaxDimNode> {
   int dim = 0;
   Tensor indices;  // private to the node: nothing else can write it
   void backward(const Tensor& dout, BackwardContext& ctx) override {
-    Tensor* dx = ctx.grad(0);
-    if (!dx) return;
     const int64_t* k = indices.data<int64_t>();
-    const int64_t stride = dx->strides()[dim];
-    dispatch_float(dx->dtype(), kName, [&](auto tag) {
-      using T = decltype(tag);
-      T* pd = dx->data<T>();
+    ctx.add_into(0, [&](auto dx) {
+      using T = typename decltype(dx)::value_type;
+      const Tensor& buffer = dx.tensor;
+      const int64_t stride = buffer.strides()[dim];
       const T* g = dout.data<T>();
-      for_each_lane(dx->shape(), dx->strides(), dim,
-                    [&](int64_t first, int64_t at) { pd[first + k[at] * stride] += g[at]; });
-    });
+      for_each_lane(buffer.shape(), buffer.strides(), dim,
+                    [&](int64_t first, int64_t at) { dx[first + k[at] * stride] += g[at]; });
+    }, Adds::scattered);
   }
 };
 

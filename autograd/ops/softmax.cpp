@@ -9,18 +9,15 @@
 // A row that is entirely -inf (every key masked) has no defined softmax. We return zeros for softmax
 // (an attention row with no keys then mixes no values) and -inf for log_softmax (log 0), both with a
 // zero gradient, instead of the NaN that exp(-inf - -inf) would give.
+//
+// The row kernels (four-chain reductions, a vectorised expf) are in autograd/kernels/softmax.h beside
+// plain references; this file is the math and the walk over rows.
 #include "autograd/ops/softmax.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
-
-#include <cmath>
 #include <cstdint>
-#include <limits>
-#include <type_traits>
+#include <vector>
 
-#include "autograd/kernels.h"
+#include "autograd/kernels/softmax.h"
 #include "autograd/ops/views.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
@@ -53,120 +50,10 @@ template <class Body>
 void for_each_softmax_row(const RowLayout& layout, Body&& body) {
   if (layout.n == 0) return;
   if (layout.inner == 1) {
-    for (int64_t r = 0; r < layout.outer; ++r) body(r * layout.n, std::integral_constant<int64_t, 1>{});
+    for (int64_t r = 0; r < layout.outer; ++r) body(r * layout.n, kContiguous);
   } else {
     for (int64_t r = 0; r < layout.rows(); ++r) body(layout.start(r), layout.step());
   }
-}
-
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-/// y_i = exp(x_i - m) for a contiguous float row, bit for bit what std::exp(float) returns: glibc's expf
-/// (its FMA variant, sysdeps/ieee754/flt-32/e_expf.c), evaluated four lanes at a time with the same
-/// operations in the same order (the same fused multiply-adds, the same 32-entry table of 2^(i/32)).
-/// Checked against expf for all 2^32 float inputs. Lanes that expf treats specially (|x - m| >= 88,
-/// NaN, +inf) are recomputed with std::exp; -inf, a masked score, gives 0 as expf does. The softmax of
-/// attention spends most of its time here: scalar expf calls leave the vector units idle. y must not
-/// overlap x.
-//   expf: with k = round(x · 32/ln2) and r = x · 32/ln2 - k (|r| <= 1/2), exp(x) = 2^(k/32) · 2^(r/32),
-//         2^(k/32) = s from the table entry k mod 32 with k div 32 added to its exponent bits, and
-//         2^(r/32) ≈ C0 r³ + C1 r² + C2 r + 1, all in double, rounded to float once at the end.
-void exp_shifted(const float* x, float m, float* y, int64_t n) {
-#if defined(__AVX2__) && defined(__FMA__)
-  alignas(32) static constexpr uint64_t kTable[32] = {
-      0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
-      0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
-      0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
-      0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
-      0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
-      0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
-      0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
-      0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
-  };
-  const __m256d inv_ln2_n = _mm256_set1_pd(0x1.71547652b82fep+5), shift = _mm256_set1_pd(0x1.8p+52);
-  const __m256d c0 = _mm256_set1_pd(0x1.c6af84b912394p-20), c1 = _mm256_set1_pd(0x1.ebfce50fac4f3p-13),
-                c2 = _mm256_set1_pd(0x1.62e42ff0c52d6p-6), one = _mm256_set1_pd(1.0);
-  const __m128 mv = _mm_set1_ps(m), neg_inf = _mm_set1_ps(-std::numeric_limits<float>::infinity());
-  const __m128i top_mask = _mm_set1_epi32(0x7ff), top_limit = _mm_set1_epi32(0x42a);
-  const __m256i index_mask = _mm256_set1_epi64x(31);
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const __m128 xf = _mm_sub_ps(_mm_loadu_ps(x + i), mv);
-    const __m128 is_neg_inf = _mm_cmpeq_ps(xf, neg_inf);
-    const __m128i abstop = _mm_and_si128(_mm_srli_epi32(_mm_castps_si128(xf), 20), top_mask);
-    const __m128 special = _mm_andnot_ps(is_neg_inf, _mm_castsi128_ps(_mm_cmpgt_epi32(abstop, top_limit)));
-    const __m256d xd = _mm256_cvtps_pd(xf);
-    __m256d kd = _mm256_fmadd_pd(inv_ln2_n, xd, shift);  // adding 1.5·2^52 rounds to an integer: k
-    const __m256i ki = _mm256_castpd_si256(kd);
-    kd = _mm256_sub_pd(kd, shift);
-    const __m256d r = _mm256_fmsub_pd(inv_ln2_n, xd, kd);
-    const __m256i t = _mm256_add_epi64(
-        _mm256_i64gather_epi64(reinterpret_cast<const long long*>(kTable), _mm256_and_si256(ki, index_mask), 8),
-        _mm256_slli_epi64(ki, 47));
-    const __m256d z = _mm256_fmadd_pd(c0, r, c1), r2 = _mm256_mul_pd(r, r);
-    __m256d yd = _mm256_fmadd_pd(c2, r, one);
-    yd = _mm256_fmadd_pd(z, r2, yd);
-    yd = _mm256_mul_pd(yd, _mm256_castsi256_pd(t));
-    _mm_storeu_ps(y + i, _mm_andnot_ps(is_neg_inf, _mm256_cvtpd_ps(yd)));
-    if (const int lanes = _mm_movemask_ps(special))
-      for (int j = 0; j < 4; ++j)
-        if (lanes & (1 << j)) y[i + j] = std::exp(x[i + j] - m);
-  }
-  for (; i < n; ++i) y[i] = std::exp(x[i] - m);
-#else
-  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - m);
-#endif
-}
-
-/// max_i x[i·stride] (n >= 1) with the semantics of the running `m = x_i > m ? x_i : m` from m = x[0]:
-/// NaN when x[0] is NaN, other NaNs skipped. Computed as four interleaved running maxima that each start
-/// from x[0], which the compiler can vectorise; the value is the same (only a tie of +0 and -0 may return
-/// the other zero, which changes no x - m).
-template <class T, class Stride>
-T row_max(const T* x, int64_t n, Stride stride) {
-  T m0 = x[0], m1 = x[0], m2 = x[0], m3 = x[0];
-  int64_t i = 1;
-  for (; i + 4 <= n; i += 4) {
-    m0 = x[i * stride] > m0 ? x[i * stride] : m0;
-    m1 = x[(i + 1) * stride] > m1 ? x[(i + 1) * stride] : m1;
-    m2 = x[(i + 2) * stride] > m2 ? x[(i + 2) * stride] : m2;
-    m3 = x[(i + 3) * stride] > m3 ? x[(i + 3) * stride] : m3;
-  }
-  for (; i < n; ++i) m0 = x[i * stride] > m0 ? x[i * stride] : m0;
-  m0 = m1 > m0 ? m1 : m0;
-  m0 = m2 > m0 ? m2 : m0;
-  return m3 > m0 ? m3 : m0;
-}
-
-/// sum_i x[i·stride] in double, as four interleaved partial sums (see dot_double).
-template <class T, class Stride>
-double sum_double(const T* x, int64_t n, Stride stride) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += x[i * stride];
-    s1 += x[(i + 1) * stride];
-    s2 += x[(i + 2) * stride];
-    s3 += x[(i + 3) * stride];
-  }
-  for (; i < n; ++i) s0 += x[i * stride];
-  return (s0 + s1) + (s2 + s3);
-}
-
-/// sum_i a[i·stride] · b[i·stride] in double, as four interleaved partial sums: independent chains of
-/// additions, which the compiler can also vectorise (only the rounding order differs from one chain).
-template <class T, class Stride>
-double dot_double(const T* a, const T* b, int64_t n, Stride stride) {
-  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += static_cast<double>(a[i * stride]) * b[i * stride];
-    s1 += static_cast<double>(a[(i + 1) * stride]) * b[(i + 1) * stride];
-    s2 += static_cast<double>(a[(i + 2) * stride]) * b[(i + 2) * stride];
-    s3 += static_cast<double>(a[(i + 3) * stride]) * b[(i + 3) * stride];
-  }
-  for (; i < n; ++i) s0 += static_cast<double>(a[i * stride]) * b[i * stride];
-  return (s0 + s1) + (s2 + s3);
 }
 
 /// y = softmax (or log_softmax) of every row of the contiguous x.
@@ -178,31 +65,8 @@ Tensor softmax_forward(const Tensor& x, int d, bool log, const char* op) {
     const T* px = x.data<T>();
     T* py = y.data<T>();
     for_each_softmax_row(layout, [&](int64_t offset, auto stride) {
-      const T* in = px + offset;
-      T* out = py + offset;
-      const int64_t n = layout.n;
-      const T m = row_max(in, n, stride);
-      if (m == T(kNegInf)) {  // fully masked row: see the file comment
-        const T fill = log ? T(kNegInf) : T(0);
-        for (int64_t i = 0; i < n; ++i) out[i * stride] = fill;
-        return;
-      }
-      double s = 0;  // every term is in (0, 1] and one is exactly 1, so s is in [1, n]: no overflow
-      if (log) {
-        for (int64_t i = 0; i < n; ++i) s += std::exp(static_cast<double>(in[i * stride] - m));
-        const T log_s = static_cast<T>(std::log(s));  // (x - m) first: exact near the max, even for huge m
-        for (int64_t i = 0; i < n; ++i) out[i * stride] = (in[i * stride] - m) - log_s;
-      } else {
-        // The exps first and their sum after: a running sum would live across the exp calls, which
-        // clobber every vector register, and turn the loop into a chain through memory.
-        if constexpr (std::is_same_v<T, float> && std::is_same_v<decltype(stride), std::integral_constant<int64_t, 1>>)
-          exp_shifted(in, m, out, n);
-        else
-          for (int64_t i = 0; i < n; ++i) out[i * stride] = std::exp(in[i * stride] - m);
-        s = sum_double(out, n, stride);
-        const T inv = static_cast<T>(1.0 / s);
-        for (int64_t i = 0; i < n; ++i) out[i * stride] *= inv;
-      }
+      if (log) log_softmax_row(px + offset, py + offset, layout.n, stride);
+      else softmax_row(px + offset, py + offset, layout.n, stride);
     });
   });
   return y;
@@ -224,35 +88,6 @@ int checked_dim(const Tensor& x, int64_t dim, const char* op) {
 
 }  // namespace
 
-// Row kernels for fused ops (attention): the same arithmetic as softmax and its backward on one row.
-namespace {
-template <class T>
-void softmax_row_impl(const T* x, T* y, int64_t n) {
-  const std::integral_constant<int64_t, 1> unit;
-  const T m = row_max(x, n, unit);
-  if (m == T(kNegInf)) {  // fully masked row: see the file comment
-    std::fill(y, y + n, T(0));
-    return;
-  }
-  if constexpr (std::is_same_v<T, float>) exp_shifted(x, m, y, n);
-  else for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - m);
-  const T inv = static_cast<T>(1.0 / sum_double(y, n, unit));
-  for (int64_t i = 0; i < n; ++i) y[i] *= inv;
-}
-template <class T>
-void softmax_row_backward_impl(const T* y, const T* dy, T* dx, int64_t n) {
-  const T c = static_cast<T>(dot_double(dy, y, n, std::integral_constant<int64_t, 1>{}));  // <dy, y>
-  for (int64_t i = 0; i < n; ++i) dx[i] = y[i] * (dy[i] - c);
-}
-}  // namespace
-
-void softmax_row(const float* x, float* y, int64_t n) { softmax_row_impl(x, y, n); }
-void softmax_row(const double* x, double* y, int64_t n) { softmax_row_impl(x, y, n); }
-void softmax_row_backward(const float* y, const float* dy, float* dx, int64_t n) { softmax_row_backward_impl(y, dy, dx, n); }
-void softmax_row_backward(const double* y, const double* dy, double* dx, int64_t n) {
-  softmax_row_backward_impl(y, dy, dx, n);
-}
-
 // softmax over dim.   x: (..., n, ...) -> y: same shape;  per row (the n elements along dim):
 // forward : y_i = exp(x_i - m) / sum_j exp(x_j - m),  m = max_j x_j   (m cancels; it only keeps exp ≤ 1)
 // Jacobian: dy_i/dx_k = y_i δ_ik - y_i y_k,  i.e. J = diag(y) - y yᵀ   (symmetric)
@@ -267,21 +102,12 @@ struct SoftmaxNode : NodeOf<SoftmaxNode> {
     if (!ctx.needs_grad(0)) return;
     const Tensor& yv = y.get(kName);
     check_backward_shapes(dy, yv, kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
     const RowLayout layout = row_layout(yv.shape(), dim);
-    dispatch_float(yv.dtype(), kName, [&](auto tag) {
-      using T = decltype(tag);
+    ctx.add_into(0, [&](auto dx) {
+      using T = typename decltype(dx)::value_type;
       const T *py = yv.data<T>(), *pdy = dy.data<T>();
-      T* pdx = dx->data<T>();
       for_each_softmax_row(layout, [&](int64_t offset, auto stride) {
-        const T *yr = py + offset, *g = pdy + offset;
-        T* d = pdx + offset;
-        const T c = static_cast<T>(dot_double(g, yr, layout.n, stride));  // <dy, y>
-        if (fresh)
-          for (int64_t i = 0; i < layout.n; ++i) d[i * stride] = yr[i * stride] * (g[i * stride] - c);
-        else
-          for (int64_t i = 0; i < layout.n; ++i) d[i * stride] += yr[i * stride] * (g[i * stride] - c);
+        softmax_row_backward(py + offset, pdy + offset, dx + offset, layout.n, stride);
       });
     });
   }
@@ -311,32 +137,12 @@ struct LogSoftmaxNode : NodeOf<LogSoftmaxNode> {
     if (!ctx.needs_grad(0)) return;
     const Tensor& yv = y.get(kName);
     check_backward_shapes(dy, yv, kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
     const RowLayout layout = row_layout(yv.shape(), dim);
-    dispatch_float(yv.dtype(), kName, [&](auto tag) {
-      using T = decltype(tag);
+    ctx.add_into(0, [&](auto dx) {
+      using T = typename decltype(dx)::value_type;
       const T *py = yv.data<T>(), *pdy = dy.data<T>();
-      T* pdx = dx->data<T>();
       for_each_softmax_row(layout, [&](int64_t offset, auto stride) {
-        const T *yr = py + offset, *g = pdy + offset;
-        T* d = pdx + offset;
-        double total = 0;  // sum(dy)
-        bool masked = true;
-        for (int64_t i = 0; i < layout.n; ++i) {
-          total += g[i * stride];
-          masked = masked && yr[i * stride] == T(kNegInf);
-        }
-        if (masked) {  // zero gradient
-          if (fresh)
-            for (int64_t i = 0; i < layout.n; ++i) d[i * stride] = T(0);
-          return;
-        }
-        const T c = static_cast<T>(total);
-        if (fresh)
-          for (int64_t i = 0; i < layout.n; ++i) d[i * stride] = g[i * stride] - std::exp(yr[i * stride]) * c;
-        else
-          for (int64_t i = 0; i < layout.n; ++i) d[i * stride] += g[i * stride] - std::exp(yr[i * stride]) * c;
+        log_softmax_row_backward(py + offset, pdy + offset, dx + offset, layout.n, stride);
       });
     });
   }

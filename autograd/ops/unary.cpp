@@ -17,9 +17,7 @@ struct ExpNode : NodeOf<ExpNode> {
   Saved y;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
     const Tensor& yv = y.get(kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
-    write_map2(dx, fresh, dy, yv, kName, [](auto g, auto v) { return g * v; });
+    add_map2(ctx, 0, dy, yv, kName, [](auto g, auto v) { return g * v; });
   }
 };
 
@@ -37,9 +35,7 @@ struct LogNode : NodeOf<LogNode> {
   Saved x;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
     const Tensor& xv = x.get(kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
-    write_map2(dx, fresh, dy, xv, kName, [](auto g, auto v) { return g / v; });
+    add_map2(ctx, 0, dy, xv, kName, [](auto g, auto v) { return g / v; });
   }
 };
 
@@ -57,9 +53,7 @@ struct SqrtNode : NodeOf<SqrtNode> {
   Saved y;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
     const Tensor& yv = y.get(kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
-    write_map2(dx, fresh, dy, yv, kName, [](auto g, auto v) { return g / (v + v); });
+    add_map2(ctx, 0, dy, yv, kName, [](auto g, auto v) { return g / (v + v); });
   }
 };
 
@@ -77,9 +71,7 @@ struct TanhNode : NodeOf<TanhNode> {
   Saved y;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
     const Tensor& yv = y.get(kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
-    write_map2(dx, fresh, dy, yv, kName, [](auto g, auto v) { return g * (1 - v * v); });
+    add_map2(ctx, 0, dy, yv, kName, [](auto g, auto v) { return g * (1 - v * v); });
   }
 };
 
@@ -97,9 +89,7 @@ struct SigmoidNode : NodeOf<SigmoidNode> {
   Saved y;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
     const Tensor& yv = y.get(kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
-    write_map2(dx, fresh, dy, yv, kName, [](auto g, auto v) { return g * v * (1 - v); });
+    add_map2(ctx, 0, dy, yv, kName, [](auto g, auto v) { return g * v * (1 - v); });
   }
 };
 
@@ -123,9 +113,7 @@ struct ReluNode : NodeOf<ReluNode> {
   Saved y;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
     const Tensor& yv = y.get(kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
-    write_map2(dx, fresh, dy, yv, kName, [](auto g, auto v) { return v > 0 ? g : decltype(g)(0); });
+    add_map2(ctx, 0, dy, yv, kName, [](auto g, auto v) { return v > 0 ? g : decltype(g)(0); });
   }
 };
 
@@ -169,10 +157,7 @@ struct GeluNode : NodeOf<GeluNode> {
   GeluApproximation approximation = GeluApproximation::none;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
     const Tensor& xv = x.get(kName);
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
-    write_map2(dx, fresh, dy, xv, kName,
-                    [a = approximation](auto g, auto v) { return g * gelu_slope(v, a); });
+    add_map2(ctx, 0, dy, xv, kName, [a = approximation](auto g, auto v) { return g * gelu_slope(v, a); });
   }
 };
 

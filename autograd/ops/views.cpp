@@ -3,7 +3,6 @@
 #include "autograd/ops/views.h"
 
 #include <algorithm>
-#include <numeric>
 #include <optional>
 
 #include "autograd/kernels.h"
@@ -50,13 +49,6 @@ std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
   }
   if (view_d != -1) return std::nullopt;
   return strides;
-}
-
-/// Elements [from, to) of x along dim d (0 <= from <= to <= size), as a view, not recorded.
-Tensor slice_view(const Tensor& x, int d, int64_t from, int64_t to) {
-  Shape shape = x.shape();
-  shape[d] = to - from;
-  return make_view(x, shape, x.strides(), x.offset() + from * x.strides()[d]);
 }
 
 /// The same data as dy (contiguous) in shape `shape`.
@@ -112,24 +104,23 @@ Tensor reshape(const Tensor& x, const std::vector<int64_t>& dims) {
 // backward : dx = permute(dy, inverse(dims))
 struct PermuteNode : NodeOf<PermuteNode> {
   static constexpr const char* kName = "permute";
-  std::vector<int64_t> dims;
+  Shape dims;  // wrapped (a Shape holds its dims inline: recording allocates nothing)
   void backward(const Tensor& dy, BackwardContext& ctx) override {
     if (!ctx.needs_grad(0)) return;
     Shape shape = inputs[0].shape, strides = inputs[0].shape;
-    for (size_t i = 0; i < dims.size(); ++i) strides[dims[i]] = dy.strides()[i];
+    for (int i = 0; i < dims.rank(); ++i) strides[static_cast<int>(dims[i])] = dy.strides()[i];
     ctx.accumulate(0, make_view(dy, shape, strides, dy.offset()));
   }
 };
 
-Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
-  if (static_cast<int>(dims.size()) != x.dim())
-    throw ShapeError(cat("permute: ", dims.size(), " dims given for a tensor of shape ", x.shape()));
-  std::vector<int64_t> wrapped;
-  std::vector<bool> used(x.dim(), false);
-  Shape shape, strides;
-  for (int64_t d : dims) {
-    const int w = wrap_dim(d, x.dim(), "permute", x.shape());
-    if (used[w]) throw ShapeError(cat("permute: dim ", d, " repeated for shape ", x.shape()));
+namespace {
+/// permute with its dims (one per dim of x) in a Shape.
+Tensor permuted(const Tensor& x, const Shape& dims) {
+  bool used[kMaxRank] = {};
+  Shape wrapped, shape, strides;
+  for (int i = 0; i < dims.rank(); ++i) {
+    const int w = wrap_dim(dims[i], x.dim(), "permute", x.shape());
+    if (used[w]) throw ShapeError(cat("permute: dim ", dims[i], " repeated for shape ", x.shape()));
     used[w] = true;
     wrapped.push_back(w);
     shape.push_back(x.shape()[w]);
@@ -139,12 +130,19 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
   if (auto* node = record<PermuteNode>(y, x)) node->dims = wrapped;
   return y;
 }
+}  // namespace
+
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
+  if (static_cast<int>(dims.size()) != x.dim())
+    throw ShapeError(cat("permute: ", dims.size(), " dims given for a tensor of shape ", x.shape()));
+  return permuted(x, Shape(dims));
+}
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
-  std::vector<int64_t> dims(x.dim());
-  std::iota(dims.begin(), dims.end(), 0);
+  Shape dims;
+  for (int i = 0; i < x.dim(); ++i) dims.push_back(i);
   std::swap(dims[wrap_dim(dim0, x.dim(), "transpose", x.shape())], dims[wrap_dim(dim1, x.dim(), "transpose", x.shape())]);
-  return permute(x, dims);
+  return permuted(x, dims);
 }
 
 // slice.     x: (.., n, ..) -> y: (.., m, ..), y[.., i, ..] = x[.., start + i·step, ..] (a view)
@@ -154,22 +152,13 @@ struct SliceNode : NodeOf<SliceNode> {
   int dim = 0;
   int64_t start = 0, step = 1;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    bool fresh = false;
-    Tensor* dx = ctx.grad(0, &fresh);
-    if (!dx) return;
-    Shape strides = dx->strides();
-    strides[dim] *= step;
-    Tensor window = make_view(*dx, dy.shape(), strides, dx->offset() + start * dx->strides()[dim]);
-    if (fresh && step == 1) {  // a new buffer: zeros outside the window, the window written (not added)
-      const int64_t n = dx->shape()[dim], end = start + dy.shape()[dim];
-      Tensor before = slice_view(*dx, dim, 0, start), after = slice_view(*dx, dim, end, n);
-      zero_fill(before);
-      zero_fill(after);
-      write_into(window, true, dy);
-      return;
-    }
-    if (fresh) zero_fill(*dx);
-    accumulate_into(window, dy);
+    ctx.add_into(0, [&](auto dx) {  // dx is zero outside the window, so it is filled first: scattered
+      const Tensor& buffer = dx.tensor;
+      Shape strides = buffer.strides();
+      strides[dim] *= step;
+      Tensor window = make_view(buffer, dy.shape(), strides, buffer.offset() + start * buffer.strides()[dim]);
+      accumulate_into(window, dy);
+    }, Adds::scattered);
   }
 };
 

@@ -1,0 +1,185 @@
+// Matrix products of strided tensors on BLAS, split across tapegrad's threads (see gemm.h).
+#include "autograd/kernels/gemm.h"
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "autograd/blas.h"
+#include "autograd/iterate.h"
+#include "autograd/parallel.h"
+
+namespace tapegrad {
+
+namespace {
+
+/// Strides of t's batch dims as if broadcast to `batch` (0 along broadcast dims).
+Shape batch_strides(const Tensor& t, const Shape& batch) {
+  Shape strides;
+  const int shift = batch.rank() - (t.dim() - 2);
+  for (int i = 0; i < batch.rank(); ++i) {
+    const int j = i - shift;
+    strides.push_back(j < 0 || t.shape()[j] == 1 ? 0 : t.strides()[j]);
+  }
+  return strides;
+}
+
+// Parts are whole multiples of this many rows (or columns), so that BLAS's register tiles stay full.
+constexpr int64_t kPartAlign = 32;
+
+/// c (+)= op(a) op(b), (m × n) row-major, split across tapegrad's threads along the longer side of c (rows
+/// of op(a) or columns of op(b)); each part is one single-threaded BLAS call. The split depends only on
+/// the shapes and the thread count, and every element of c is computed whole by one call, so results
+/// do not depend on timing.
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc) {
+  const int64_t longer = std::max(m, n), blocks = (longer + kPartAlign - 1) / kPartAlign;
+  const int64_t block_flops = 2 * k * std::min(m, n) * kPartAlign;
+  const int64_t grain = grain_for_flops(block_flops);
+  parallel_for(blocks, grain, [&](int64_t first, int64_t last) {
+    const int64_t from = first * kPartAlign, to = std::min(longer, last * kPartAlign);
+    if (m >= n)  // rows [from, to) of c: rows of op(a)
+      blas_gemm(trans_a, trans_b, to - from, n, k, T(1), trans_a ? a + from : a + from * lda, lda, b, ldb, beta,
+                c + from * ldc, ldc);
+    else  // columns [from, to) of c: columns of op(b)
+      blas_gemm(trans_a, trans_b, m, to - from, k, T(1), a, lda, trans_b ? b + from * ldb : b + from, ldb, beta, c + from,
+                ldc);
+  });
+}
+
+}  // namespace
+
+std::optional<MatrixLayout> blas_layout(const Tensor& t) {
+  const int r = t.dim();
+  const int64_t rows = t.shape()[r - 2], cols = t.shape()[r - 1];
+  const int64_t row_stride = t.strides()[r - 2], col_stride = t.strides()[r - 1];
+  if (rows == 0 || cols == 0) return MatrixLayout{false, std::max<int64_t>(cols, 1)};  // nothing is read
+  if (col_stride == 1 || cols == 1) {
+    const int64_t ld = rows == 1 ? std::max<int64_t>(cols, 1) : row_stride;
+    if (ld >= std::max<int64_t>(cols, 1)) return MatrixLayout{false, ld};
+  }
+  if (row_stride == 1 || rows == 1) {
+    const int64_t ld = cols == 1 ? std::max<int64_t>(rows, 1) : col_stride;
+    if (ld >= std::max<int64_t>(rows, 1)) return MatrixLayout{true, ld};
+  }
+  return std::nullopt;
+}
+
+/// True when several of the products over `batch` land in one slice of an operand or result of this
+/// shape: its batch dims are broadcast (a gradient of a broadcast operand sums them).
+bool shares_slices(const Shape& shape, const Shape& batch) {
+  const int shift = batch.rank() - (shape.rank() - 2);
+  for (int i = 0; i < batch.rank(); ++i)
+    if (batch[i] > 1 && (i < shift || shape[i - shift] == 1)) return true;
+  return false;
+}
+
+template <class T>
+void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c, const Shape& batch, T beta) {
+  const Shape c_strides = batch_strides(c, batch);
+  const bool shared_c = shares_slices(c.shape(), batch);  // several products land in one slice of c
+  if (shared_c && beta == T(0))
+    throw AutogradError(cat("matmul: products that sum into one slice of ", c.shape(), " must add (beta = 1)"));
+  const MatrixLayout la = *blas_layout(a), lb = *blas_layout(b);
+  const int ra = a.dim(), rb = b.dim(), rc = c.dim();
+  const int64_t m = c.shape()[rc - 2], n = c.shape()[rc - 1];
+  const int64_t k = flip_a ? a.shape()[ra - 2] : a.shape()[ra - 1];
+  if (m == 0 || n == 0) return;
+  const bool trans_a = la.transposed != flip_a, trans_b = lb.transposed != flip_b;
+  {
+    const T *pa = a.data<T>(), *pb = b.data<T>();
+    T* pc = c.data<T>();
+    // Every product's offsets into a, b and c (a buffer kept per thread: no allocation in steady state).
+    thread_local std::vector<std::array<int64_t, 3>> this_threads_offsets;
+    std::vector<std::array<int64_t, 3>>& offsets = this_threads_offsets;  // the workers read the caller's
+    offsets.clear();
+    for_each_row<3>(batch, {c_strides, batch_strides(a, batch), batch_strides(b, batch)},
+                    [&](auto off, int64_t count, auto step) {
+                      for (int64_t i = 0; i < count; ++i)
+                        offsets.push_back({off[0] + i * step[0], off[1] + i * step[1], off[2] + i * step[2]});
+                    });
+    auto product = [&](const std::array<int64_t, 3>& off, bool split) {
+      T* out = pc + off[0];
+      if (k == 0) {  // an empty sum: c = beta · c
+        if (beta == T(0)) std::fill(out, out + m * n, T(0));
+        return;
+      }
+      if (split) gemm(trans_a, trans_b, m, n, k, pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
+      else blas_gemm(trans_a, trans_b, m, n, k, T(1), pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
+    };
+    const int64_t count = static_cast<int64_t>(offsets.size());
+    if (count == 1 || shared_c) {  // one product, or products that add into one slice: in order, each split
+      for (const auto& off : offsets) product(off, true);
+      return;
+    }
+    // Products that own their slices of c (the heads of attention): whole products spread over the threads.
+    const int64_t grain = grain_for_flops(2 * m * n * k);
+    parallel_for(count, grain, [&](int64_t first, int64_t last) {
+      for (int64_t i = first; i < last; ++i) product(offsets[i], false);
+    });
+  }
+  (void)rb;
+}
+
+template void batched_gemm<float>(const Tensor&, bool, const Tensor&, bool, Tensor&, const Shape&, float);
+template void batched_gemm<double>(const Tensor&, bool, const Tensor&, bool, Tensor&, const Shape&, double);
+
+/// batched_gemm with beta from a bool, for the forward products (whose c is never shared).
+void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c, const Shape& batch,
+                  bool accumulate) {
+  dispatch_float(a.dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    batched_gemm(a, flip_a, b, flip_b, c, batch, accumulate ? T(1) : T(0));
+  });
+}
+
+void batched_gemm_reference(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c,
+                            const Shape& batch, double beta) {
+  const int ra = a.dim(), rb = b.dim(), rc = c.dim();
+  const int64_t m = c.shape()[rc - 2], n = c.shape()[rc - 1];
+  const int64_t k = flip_a ? a.shape()[ra - 2] : a.shape()[ra - 1];
+  // element (i, j) of op(t): t's (i, j), or its (j, i) when flipped
+  auto at = [](const Shape& s, int r, bool flip, int64_t i, int64_t j) {
+    return flip ? j * s[r - 2] + i * s[r - 1] : i * s[r - 2] + j * s[r - 1];
+  };
+  dispatch_float(c.dtype(), "matmul", [&](auto tag) {
+    using T = decltype(tag);
+    const T *pa = a.data<T>(), *pb = b.data<T>();
+    T* pc = c.data<T>();
+    for_each_row<1>(c.shape(), {c.strides()}, [&](auto off, int64_t count, auto step) {  // c = beta · c
+      for (int64_t q = 0; q < count; ++q) {
+        T& v = pc[off[0] + q * step[0]];
+        v = beta == 0 ? T(0) : static_cast<T>(beta * v);
+      }
+    });
+    for_each_row<3>(batch, {batch_strides(c, batch), batch_strides(a, batch), batch_strides(b, batch)},
+                    [&](auto off, int64_t count, auto step) {
+                      for (int64_t q = 0; q < count; ++q)
+                        for (int64_t i = 0; i < m; ++i)
+                          for (int64_t j = 0; j < n; ++j) {
+                            double sum = 0;
+                            for (int64_t l = 0; l < k; ++l)
+                              sum += static_cast<double>(pa[off[1] + q * step[1] + at(a.strides(), ra, flip_a, i, l)]) *
+                                     pb[off[2] + q * step[2] + at(b.strides(), rb, flip_b, l, j)];
+                            T& v = pc[off[0] + q * step[0] + at(c.strides(), rc, false, i, j)];
+                            v = static_cast<T>(v + sum);
+                          }
+                    });
+  });
+}
+
+template <class T>
+void repeat_row(const T* row, T* out, int64_t rows, int64_t n) {
+  if (rows == 0 || n == 0) return;
+  // A stamp of about 4 KiB of rows, then the stamp copied block by block: a few copies of a size that
+  // memcpy moves fastest, instead of one short call per row.
+  const int64_t stamp = std::clamp<int64_t>(4096 / static_cast<int64_t>(n * sizeof(T)), 1, rows);
+  for (int64_t r = 0; r < stamp; ++r) std::copy(row, row + n, out + r * n);
+  for (int64_t r = stamp; r < rows; r += stamp) std::copy(out, out + std::min(stamp, rows - r) * n, out + r * n);
+}
+
+template void repeat_row<float>(const float*, float*, int64_t, int64_t);
+template void repeat_row<double>(const double*, double*, int64_t, int64_t);
+
+}  // namespace tapegrad

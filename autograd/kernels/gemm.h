@@ -1,0 +1,47 @@
+#pragma once
+// Matrix products of strided tensors: the kernels behind matmul and linear (autograd/ops/matmul.cpp).
+// Each operand's matrices are read in place through BLAS's transpose flags and leading dims, batch dims
+// broadcast, and the work is split across tapegrad's threads (each part one single-threaded BLAS call).
+// batched_gemm_reference is the same product as a plain triple loop in double, for the tests.
+#include <cstdint>
+#include <optional>
+
+#include "autograd/tensor.h"
+
+namespace tapegrad {
+
+/// How BLAS reads the last two dims (rows, cols) of a strided tensor in place: row-major with leading
+/// dim `ld`, transposed when the tensor's column stride is the large one.
+struct MatrixLayout {
+  bool transposed = false;
+  int64_t ld = 1;
+};
+
+/// The in-place layout when one exists (unit stride along one of the two dims, the other a valid
+/// leading dim); std::nullopt means BLAS cannot read it as is and it must be copied first.
+std::optional<MatrixLayout> blas_layout(const Tensor& t);
+
+/// True when several of the products over `batch` land in one slice of an operand or result of this
+/// shape: its batch dims are broadcast (a gradient of a broadcast operand sums them).
+bool shares_slices(const Shape& shape, const Shape& batch);
+
+/// c[batch] (+)= op(a[batch]) @ op(b[batch]) for every index of `batch`, where each operand's matrices
+/// may be transposed views (`flip_*` transposes the operand once more, for the backward products) and
+/// its batch dims broadcast; a and b must have a blas_layout. c is contiguous of shape (c_batch..., M, N);
+/// when c's batch dims are broadcast (shares_slices: a gradient of a broadcast operand) several products
+/// land in one slice and add up, which needs beta = 1. beta is BLAS's: 0 writes c, 1 adds into it.
+template <class T>
+void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c, const Shape& batch, T beta);
+/// batched_gemm with beta = accumulate ? 1 : 0 in the operands' float type.
+void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c, const Shape& batch,
+                  bool accumulate);
+/// The same product, one element at a time: c = beta · c + sum over the products landing in each slice of
+/// sum_k op(a)_ik op(b)_kj, accumulated in double.
+void batched_gemm_reference(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c,
+                            const Shape& batch, double beta);
+
+/// Each of the `rows` rows of out (rows, n) set to `row` (n): a linear layer's output starting as its bias.
+template <class T>
+void repeat_row(const T* row, T* out, int64_t rows, int64_t n);
+
+}  // namespace tapegrad
