@@ -39,7 +39,8 @@ Tensor TransformerEncoderLayer::attention_block(const Tensor& x, const Tensor& a
 }
 
 Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) const {
-  return dropout2_->forward(linear2_->forward(dropout_->forward(activate(linear1_->forward(x), options_.activation))));
+  const Tensor hidden = linear1_->forward(x, options_.activation);
+  return dropout2_->forward(linear2_->forward(dropout_->forward(hidden)));
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,

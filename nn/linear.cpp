@@ -22,11 +22,21 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias, Generat
   }
 }
 
-Tensor Linear::forward(const Tensor& x) const {
+void Linear::check_input(const Tensor& x) const {
   if (x.dim() == 0 || x.size(-1) != in_features_)
     throw ShapeError(
         cat("Linear: input ", x.shape(), " has last dim ", x.dim() == 0 ? 0 : x.size(-1), ", expected ", in_features_));
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  check_input(x);
   return linear(x, weight, bias);  // one product that starts from the bias, not a product plus a bias pass
+}
+
+Tensor Linear::forward(const Tensor& x, Activation activation) const {
+  if (activation != Activation::relu || !bias.defined()) return activate(forward(x), activation);
+  check_input(x);
+  return linear_relu(x, weight, bias);
 }
 
 namespace {

@@ -5,6 +5,7 @@
 
 #include "autograd/random.h"
 #include "autograd/tensor.h"
+#include "nn/activation.h"
 #include "nn/module.h"
 
 namespace tapegrad::nn {
@@ -17,6 +18,9 @@ class Linear : public Module {
 
   /// y = x Wᵀ + b (Wᵀ is a transposed view of weight, read by BLAS in place).   x: (..., in) -> (..., out)
   Tensor forward(const Tensor& x) const;
+  /// activate(forward(x), activation); relu with a bias runs fused into the product (the linear_relu op:
+  /// the same numbers, without a pass and a buffer for the pre-activation).
+  Tensor forward(const Tensor& x, Activation activation) const;
 
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }
@@ -25,6 +29,7 @@ class Linear : public Module {
   Tensor bias;    // [out]; undefined when the layer has no bias
 
  private:
+  void check_input(const Tensor& x) const;  // ShapeError unless x is (..., in)
   int64_t in_features_;
   int64_t out_features_;
 };

@@ -7,6 +7,7 @@
 
 #include "autograd/kernels.h"
 #include "autograd/kernels/gemm.h"
+#include "autograd/ops/unary.h"
 #include "autograd/ops/views.h"
 #include "autograd/pool.h"
 #include "autograd/registry.h"
@@ -143,29 +144,18 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 //                                  so the output is written once and BLAS does not zero it first
 // backward: dX = dY W,  dW = dYᵀ X (summed over the rows by the product),  db = sum_rows dY
 // saves   : X as BLAS reads it, W
-struct MatmulBiasNode : NodeOf<MatmulBiasNode> {
-  static constexpr const char* kName = "matmul_bias";
-  Saved x_rows, weight;  // (R, K), (N, K)
-  void backward(const Tensor& dout, BackwardContext& ctx) override {
-    const Tensor &xv = x_rows.get(kName), &wv = weight.get(kName);
-    const int64_t R = xv.shape()[0], N = wv.shape()[0];
-    const Tensor dy = view_of(dout, Shape{R, N}, Shape{N, 1});  // dout is contiguous
-    ctx.add_into(0, [&](auto dx) {  // dX = dY W
-      Tensor dx_rows = view_of(dx.tensor, xv.shape(), contiguous_strides(xv.shape()));
-      batched_gemm(dy, false, wv, false, dx_rows, Shape{}, dx.beta);
-    });
-    ctx.add_into(1, [&](auto dw) { batched_gemm(dy, true, xv, false, dw.tensor, Shape{}, dw.beta); });  // dW = dYᵀ X
-    ctx.accumulate(2, dy);  // db: dy's rows summed into (N)
-  }
+namespace {
+
+/// linear's forward: the output, and X and W as BLAS read them (what the backward needs).
+struct LinearForward {
+  Tensor out, x_rows, weight;
 };
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  const char* op = "linear";
+LinearForward linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
   if (x.dim() == 0 || weight.dim() != 2 || x.shape().back() != weight.shape()[1])
     throw ShapeError(cat(op, ": x ", x.shape(), " @ weight ", weight.shape(),
                          "ᵀ: weight must be (N, K) with K the last dim of x"));
   check_same_float(x, weight, op);
-  if (!bias.defined()) return matmul(x, transpose(weight, 0, 1));
   if (bias.dim() != 1 || bias.shape()[0] != weight.shape()[0])
     throw ShapeError(cat(op, ": bias ", bias.shape(), " does not match weight ", weight.shape(), " (expected [",
                          weight.shape()[0], "])"));
@@ -188,11 +178,82 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     repeat_row(b.data<T>(), out.data<T>(), R, N);
   });
   batched_gemm(*rows, false, w, true, out_rows, Shape{}, /*accumulate=*/true);  // onto b (b itself when K = 0)
-  if (auto* node = record<MatmulBiasNode>(out, x, weight, bias)) {
-    node->x_rows = *rows;
-    node->weight = w;
+  return {out, *rows, w};
+}
+
+/// linear's backward from dY (R, N): dX = dY W, dW = dYᵀ X, db = sum_rows dY.
+void linear_backward(const Tensor& dy, const Tensor& xv, const Tensor& wv, BackwardContext& ctx) {
+  ctx.add_into(0, [&](auto dx) {  // dX = dY W
+    Tensor dx_rows = view_of(dx.tensor, xv.shape(), contiguous_strides(xv.shape()));
+    batched_gemm(dy, false, wv, false, dx_rows, Shape{}, dx.beta);
+  });
+  ctx.add_into(1, [&](auto dw) { batched_gemm(dy, true, xv, false, dw.tensor, Shape{}, dw.beta); });  // dW = dYᵀ X
+  ctx.accumulate(2, dy);  // db: dy's rows summed into (N)
+}
+
+}  // namespace
+
+struct MatmulBiasNode : NodeOf<MatmulBiasNode> {
+  static constexpr const char* kName = "matmul_bias";
+  Saved x_rows, weight;  // (R, K), (N, K)
+  void backward(const Tensor& dout, BackwardContext& ctx) override {
+    const Tensor &xv = x_rows.get(kName), &wv = weight.get(kName);
+    const int64_t R = xv.shape()[0], N = wv.shape()[0];
+    linear_backward(view_of(dout, Shape{R, N}, Shape{N, 1}), xv, wv, ctx);  // dout is contiguous
   }
-  return out;
+};
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!bias.defined()) {
+    if (x.dim() == 0 || weight.dim() != 2 || x.shape().back() != weight.shape()[1])
+      throw ShapeError(cat("linear: x ", x.shape(), " @ weight ", weight.shape(),
+                           "ᵀ: weight must be (N, K) with K the last dim of x"));
+    return matmul(x, transpose(weight, 0, 1));
+  }
+  LinearForward f = linear_forward(x, weight, bias, "linear");
+  if (auto* node = record<MatmulBiasNode>(f.out, x, weight, bias)) {
+    node->x_rows = f.x_rows;
+    node->weight = f.weight;
+  }
+  return f.out;
+}
+
+// linear_relu.   y = max(z, 0),  z = X Wᵀ + b   (linear above, then relu on its output in place)
+// backward: dZ = dY ⊙ [y > 0]   ([z > 0] = [y > 0]: relu keeps exactly the positive z), then linear's rule:
+//           dX = dZ W,  dW = dZᵀ X,  db = sum_rows dZ
+// saves   : X, W and y (which the next product saves too). z never gets a buffer of its own: one pass over
+//           the output fewer than relu(linear(x)) in the forward, and one in the backward
+struct LinearReluNode : NodeOf<LinearReluNode> {
+  static constexpr const char* kName = "linear_relu";
+  Saved x_rows, weight, out;  // (R, K), (N, K), (..., N)
+  void backward(const Tensor& dout, BackwardContext& ctx) override {
+    const Tensor &xv = x_rows.get(kName), &wv = weight.get(kName), &y = out.get(kName);
+    const int64_t R = xv.shape()[0], N = wv.shape()[0];
+    Tensor dz = empty(Shape{R, N}, dout.dtype());
+    dispatch_float(dout.dtype(), kName, [&](auto tag) {
+      using T = decltype(tag);
+      const T *g = dout.data<T>(), *yv = y.data<T>();
+      T* d = dz.data<T>();
+      for (int64_t i = 0; i < R * N; ++i) d[i] = yv[i] > 0 ? g[i] : T(0);
+    });
+    linear_backward(dz, xv, wv, ctx);
+  }
+};
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!bias.defined()) return relu(linear(x, weight, bias));
+  LinearForward f = linear_forward(x, weight, bias, "linear_relu");
+  dispatch_float(f.out.dtype(), "linear_relu", [&](auto tag) {
+    using T = decltype(tag);
+    T* y = f.out.data<T>();
+    for (int64_t i = 0, n = f.out.numel(); i < n; ++i) y[i] = y[i] > 0 ? y[i] : T(0);  // relu's convention
+  });
+  if (auto* node = record<LinearReluNode>(f.out, x, weight, bias)) {
+    node->x_rows = f.x_rows;
+    node->weight = f.weight;
+    node->out = f.out;
+  }
+  return f.out;
 }
 
 namespace {
@@ -203,6 +264,9 @@ const bool registered = register_gradchecks({
     op_case("matmul/linear/transposed-x-weight-rows", {{{4, 2, 3}}, {{6, 4}}, {{2}}},
             [](auto& in) { return linear(transpose(in[0], 0, 2), slice(in[1], 0, 1, 3), in[2]); }),
     op_case("matmul/linear/no-bias", {{{2, 3, 4}}, {{5, 4}}}, [](auto& in) { return linear(in[0], in[1], Tensor()); }),
+    op_case("matmul/linear_relu", {{{2, 3, 4}}, {{5, 4}}, {{5}}}, [](auto& in) { return linear_relu(in[0], in[1], in[2]); }),
+    op_case("matmul/linear_relu/transposed-x", {{{4, 2, 3}}, {{6, 4}}, {{6}}},
+            [](auto& in) { return linear_relu(transpose(in[0], 0, 2), in[1], in[2]); }),
     op_case("matmul/2d", {{{3, 4}}, {{4, 5}}}, [](auto& in) { return matmul(in[0], in[1]); }),
     op_case("matmul/batched-broadcast", {{{2, 1, 3, 4}}, {{3, 4, 2}}}, [](auto& in) { return matmul(in[0], in[1]); }),
     op_case("matmul/transposed-operands", {{{4, 3}}, {{2, 5, 4}}},

@@ -14,4 +14,8 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 ///   x: (..., K), weight: (N, K), bias: (N) or undefined -> (..., N)
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
+/// relu(linear(x, weight, bias)) in one op: relu is applied to the product's output in place, so the
+/// pre-activation never takes a buffer and a pass of its own.   shapes as linear
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
 }  // namespace tapegrad
