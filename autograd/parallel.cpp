@@ -1,12 +1,20 @@
 // The thread pool behind parallel_for: workers that sleep on a condition variable between jobs, each job
 // split into one contiguous range per thread (static partitioning: the row kernels and product parts of
 // a training step are uniform, and a fixed split keeps a thread's results independent of timing).
+//
+// A training step runs hundreds of jobs a few tens of microseconds apart, and waking a sleeping thread
+// through the kernel costs about as much as a small job (measured: the demo model ran 25% slower on two
+// threads than on one). So a worker that finishes a job, and the caller waiting for a job's last part,
+// first watch for the next event for a short while (kSpin) before they sleep: back-to-back jobs then
+// start without a system call, and an idle pool still sleeps within a fraction of a millisecond.
 #include "autograd/parallel.h"
 
 #include <cblas.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -18,6 +26,21 @@ namespace tapegrad {
 namespace {
 
 thread_local bool inside_parallel_region = false;
+
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+/// Polls `ready` for up to kSpin; true as soon as it holds.
+template <class Ready>
+bool spin_until(Ready ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (ready()) return true;
+      __builtin_ia32_pause();
+    }
+    if (std::chrono::steady_clock::now() > deadline) return false;
+  }
+}
 
 int cores_available() {
   cpu_set_t set;
@@ -37,7 +60,8 @@ class Pool {
     stop_workers();
     stopping_ = false;
     // A new worker waits for the next job, not the last one.
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, seen = generation_] { work(i, seen); });
+    const uint64_t current = generation_.load();
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i, current] { work(i, current); });
   }
 
   void run(int64_t n, int64_t grain, const RangeFn& fn) {
@@ -52,14 +76,19 @@ class Pool {
       fn_ = &fn;
       n_ = n;
       parts_ = parts;
-      pending_ = static_cast<int>(parts) - 1;
+      // Every worker answers every job, those without a part too: none can still be reading this job's
+      // fields when the next one is written.
+      pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
       error_ = nullptr;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);  // publishes the job to spinning workers
     }
-    wake_.notify_all();
+    wake_.notify_all();  // and to sleeping ones
     run_part(0);
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [this] { return pending_ == 0; });
+    auto finished = [this] { return pending_.load(std::memory_order_acquire) == 0; };
+    if (!spin_until(finished)) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      done_.wait(lock, finished);
+    }
     fn_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
@@ -79,16 +108,18 @@ class Pool {
 
   void work(int index, uint64_t seen) {
     for (;;) {
-      {
+      auto next_job = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+      if (!spin_until(next_job)) {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+        wake_.wait(lock, [&] { return stopping_ || next_job(); });
         if (stopping_) return;
-        seen = generation_;
-        if (index >= parts_) continue;  // this job has fewer parts than threads
       }
-      run_part(index);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
+      ++seen;  // jobs cannot be skipped: each waits for every worker
+      if (index < parts_) run_part(index);  // a job may have fewer parts than threads
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lock(mutex_);  // the caller may be about to sleep: it checks under the lock
+        done_.notify_one();
+      }
     }
   }
 
@@ -107,8 +138,8 @@ class Pool {
   std::condition_variable wake_, done_;
   const RangeFn* fn_ = nullptr;
   int64_t n_ = 0, parts_ = 0;
-  int pending_ = 0;
-  uint64_t generation_ = 0;
+  std::atomic<int> pending_{0};
+  std::atomic<uint64_t> generation_{0};
   bool stopping_ = false;
   std::exception_ptr error_;
 };

@@ -47,7 +47,7 @@ struct TrainOptions {
   int64_t steps = 0;              // total optimizer steps; 0: from epochs, or 2000
   int64_t epochs = 0;             // passes over a fixed training set (data or train_size)
   uint64_t seed = 0;
-  int threads = 1;                // OpenBLAS threads (0: all cores); small models run fastest on one
+  int threads = 0;                // threads for everything, BLAS included (0: every core; measured in docs/performance.md)
   // evaluation and output
   int64_t eval_every = 100;
   int64_t log_every = 10;         // a training-loss row in metrics.csv every this many steps

@@ -1,6 +1,7 @@
 // tapegrad: the command line. train, eval, predict, gradcheck; each has --help.
 // A bad flag, value or file gets one line on stderr and a non-zero exit, never a stack trace.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -311,8 +312,11 @@ void add_bench(CLI::App& app, BenchFlags& f) {
   cmd->add_option("--threads", f.threads, "Threads (0: every core)")->capture_default_str();
   cmd->add_flag("--json", f.json, "One JSON line per configuration");
   cmd->callback([&f] {
-    const double peak = measure_fma_peak_gflops(f.threads);
+    // Measured again before each configuration, keeping the best: a neighbour that ran during one
+    // measurement would otherwise understate the peak and overstate every utilisation after it.
+    double peak = 0;
     for (const std::string& name : f.configs) {
+      peak = std::max(peak, measure_fma_peak_gflops(f.threads));
       BenchConfig config = bench_config(name);
       for (auto [flag, field] : {std::pair{f.d_model, &config.d_model}, {f.heads, &config.heads}, {f.d_ff, &config.d_ff},
                                  {f.layers, &config.layers}, {f.seq, &config.seq}, {f.batch, &config.batch},
