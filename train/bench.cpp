@@ -165,6 +165,7 @@ BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
   // The median chunk's rate: the machine may be shared, and the median ignores a chunk a neighbour slowed.
   const int64_t chunk = std::max<int64_t>(1, c.steps / c.repeats);
   std::vector<double> rates;
+  rates.reserve(c.repeats);  // the bench's own bookkeeping allocates nothing while it counts
   const uint64_t heap_before = heap_allocations(), maps_before = storage_mappings();
   for (int64_t r = 0; r < c.repeats; ++r) {
     const auto start = Clock::now();
