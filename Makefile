@@ -25,7 +25,9 @@ build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: train the default model on the majority task until 99% validation accuracy.
-demo: build
+# It builds only the tapegrad command (not the tests and examples), so a second run starts training at once.
+demo: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) --target tapegrad -j $(JOBS)
 	./$(BUILD)/tapegrad train --task majority --target-acc 0.99 --steps 3000 --out runs/demo --overwrite
 
 test: build
