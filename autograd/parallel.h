@@ -36,11 +36,12 @@ class RangeFn {
 void parallel_for(int64_t n, int64_t grain, RangeFn fn);
 
 /// The grain for items of about `flops` floating-point operations each: enough items per range for about
-/// 150 µs of one core's work. Waking a sleeping worker costs tens of µs on these virtual machines; with
-/// 8 MFLOP ranges the default model trained 20% slower on two threads than on one, with 32 MFLOP as fast,
-/// while the medium model still splits every product (docs/performance.md).
+/// 300 µs of one core's work. Waking a sleeping worker costs tens of µs on these virtual machines, and a
+/// split product loses some of the BLAS's efficiency: with 8 MFLOP ranges the default model trained 20%
+/// slower on two threads than on one, and the `small` bench model's 25 MFLOP halves were no faster split
+/// than whole; the medium model still splits every product (docs/performance.md).
 inline int64_t grain_for_flops(int64_t flops) {
-  constexpr int64_t kFlopsPerRange = 32'000'000;
+  constexpr int64_t kFlopsPerRange = 64'000'000;
   return flops >= kFlopsPerRange ? 1 : kFlopsPerRange / (flops > 0 ? flops : 1);
 }
 

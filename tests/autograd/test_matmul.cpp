@@ -57,9 +57,11 @@ TEST_CASE("matmul: gradient of a broadcast operand sums over the batch") {
 TEST_CASE("linear_relu: the same values and gradients as relu(linear(x)), bit for bit, and linear's checks") {
   Generator gen(11);
   for (DType dtype : {DType::float32, DType::float64}) {
-    const Tensor x = randn({4, 6, 16}, gen, dtype).requires_grad_(), w = randn({32, 16}, gen, dtype).requires_grad_(),
-                 b = randn({32}, gen, dtype).requires_grad_();
-    const Tensor upstream = randn({4, 6, 32}, gen, dtype);
+   for (int threads : {1, 2}) {  // (64·32) × 128 × 512: the products are split between two threads
+    set_num_threads(threads);
+    const Tensor x = randn({64, 32, 128}, gen, dtype).requires_grad_(), w = randn({512, 128}, gen, dtype).requires_grad_(),
+                 b = randn({512}, gen, dtype).requires_grad_();
+    const Tensor upstream = randn({64, 32, 512}, gen, dtype);
     auto run = [&](bool fused) {
       for (const Tensor* t : {&x, &w, &b}) t->zero_grad();
       const Tensor y = fused ? linear_relu(x, w, b) : relu(linear(x, w, b));
@@ -72,7 +74,9 @@ TEST_CASE("linear_relu: the same values and gradients as relu(linear(x)), bit fo
     int64_t zeros = 0;
     for (double v : fused[0]) zeros += v == 0;
     CHECK(zeros > 0);  // the kink is exercised: some outputs are clamped
+   }
   }
+  set_num_threads(0);
   CHECK_THROWS_WITH(linear_relu(zeros({2, 5}), zeros({3, 4}), zeros({3})),
                     Catch::Contains("linear_relu: x [2,5] @ weight [3,4]"));
   CHECK_THROWS_WITH(linear_relu(zeros({2, 4}), zeros({3, 4}), zeros({2})), Catch::Contains("does not match weight"));

@@ -224,15 +224,18 @@ TEST_CASE("nn: classifier gradient checks pass for every named parameter (mean p
   CHECK(ran == 2);
 }
 
-TEST_CASE("nn: a training step's gradients on 1 and 2 threads agree to float32 rounding (rel 1e-4 of each tensor)") {
+TEST_CASE("nn: a training step's gradients on 2 threads are as accurate as on 1 (float32 against float64)") {
   ClassifierOptions options{50};
-  options.d_model = 128;  // products of about 0.3 GFLOP and 256 heads: split between the threads
+  options.d_model = 128;  // products of about 0.2 GFLOP and 256 heads: split between the threads
   options.n_heads = 4;
   options.d_ff = 512;
   options.n_layers = 2;
   options.num_classes = 4;
   options.context_length = 32;
-  options.dropout = 0;  // the same function on both runs
+  options.dropout = 0;  // the same function on every run
+  // GELU: relu's kink would let a pre-activation within rounding of 0 land on either side, which moves
+  // one element's whole contribution (a legitimate difference, not an inaccuracy; docs/performance.md).
+  options.activation = Activation::gelu;
   Generator gen(7);
   std::vector<int64_t> tokens(64 * 32), labels(64);
   std::vector<int> pads(64 * 32);
@@ -243,7 +246,7 @@ TEST_CASE("nn: a training step's gradients on 1 and 2 threads agree to float32 r
   for (size_t b = 0; b < labels.size(); ++b) labels[b] = static_cast<int64_t>(b % 4);
   const Tensor batch = ids(tokens, {64, 32}), padding = mask(pads, {64, 32}), targets = ids(labels, {64});
 
-  const SequenceClassifier model = make_classifier(options, 3);
+  SequenceClassifier model = make_classifier(options, 3);
   auto gradients_on = [&](int threads) {
     set_num_threads(threads);
     for (const auto& [_, p] : model.named_parameters()) p.zero_grad();
@@ -253,15 +256,21 @@ TEST_CASE("nn: a training step's gradients on 1 and 2 threads agree to float32 r
     return grads;
   };
   const auto one = gradients_on(1), two = gradients_on(2);
+  model.to(DType::float64);  // the same weights, exactly, in float64: the reference
+  const auto exact = gradients_on(1);
   set_num_threads(0);
+  // Splitting a product may change which BLAS kernel sums a block (and so the order of its float32 sums),
+  // never what is summed: two threads' error against float64 stays that of one thread's.
   const auto names = model.named_parameters();
   for (size_t i = 0; i < one.size(); ++i) {
-    double scale = 0, diff = 0;
+    double scale = 0, error_one = 0, error_two = 0;
     for (size_t k = 0; k < one[i].size(); ++k) {
-      scale = std::max(scale, std::abs(one[i][k]));
-      diff = std::max(diff, std::abs(one[i][k] - two[i][k]));
+      scale = std::max(scale, std::abs(exact[i][k]));
+      error_one = std::max(error_one, std::abs(one[i][k] - exact[i][k]));
+      error_two = std::max(error_two, std::abs(two[i][k] - exact[i][k]));
     }
-    INFO(names[i].first << ": largest gradient " << scale << ", largest difference " << diff);
-    CHECK(diff <= 1e-4 * scale);
+    INFO(names[i].first << ": largest gradient " << scale << ", error on 1 thread " << error_one << ", on 2 " << error_two);
+    CHECK(error_two <= 2 * error_one + 1e-6 * scale);
+    CHECK(error_two <= 1e-2 * scale);
   }
 }
