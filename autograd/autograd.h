@@ -2,6 +2,7 @@
 // Everything of the autograd layer in one include.
 #include "autograd/error.h"
 #include "autograd/gradcheck.h"
+#include "autograd/ops/attention.h"
 #include "autograd/ops/dropout.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/indexing.h"

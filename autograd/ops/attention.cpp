@@ -5,11 +5,13 @@
 // place, and each head's output is written in place at column h·D of the (T, C) output (leading dim C),
 // which is the merged layout out_proj reads. No per-head copy, transpose or reshape exists.
 //
-// No (T, T) matrix outlives its head's turn: the scores and weights live in per-thread scratch blocks,
-// and backward recomputes them from the saved qkv with the same products and the same softmax code, so
-// they are bit for bit the forward's (as FlashAttention does; here per head, not per tile). That costs
-// one (T, T, D) product and a softmax per head in backward and saves B·H·T² numbers per layer: 17 MB of
-// the 67 MB a layer of the `medium` benchmark model keeps for its backward. The B·H heads are
+// Large models keep no (T, T) matrix past its head's turn: the scores and weights live in per-thread
+// scratch blocks, and backward recomputes them from the saved qkv with the same products and the same
+// softmax code, so they are bit for bit the forward's (as FlashAttention does; here per head, not per
+// tile). That costs one (T, T, D) product and a softmax per head in backward and saves B·H·T² numbers per
+// layer: 17 MB of the 67 MB a layer of the `medium` benchmark model keeps for its backward. When the
+// weights are small (under kKeptAttentionWeightsBytes: 1 MiB a layer for the `small` model) they are kept
+// instead, which saves the recomputation, about a tenth of that model's step. The B·H heads are
 // independent and run in parallel.
 #include "autograd/ops/attention.h"
 
@@ -95,10 +97,12 @@ void head_weights(const F* q, const F* k, int64_t ld, int64_t T, int64_t D, F sc
 //                                            hidden score has P = 0, so it gets no gradient
 //           dQ = s · dS K,   dK = s · dSᵀ Q
 //           written (or added) into the matching blocks of dqkv
-// saves   : qkv (its blocks are Q, K, V) and the masks as added numbers; P is recomputed (file comment)
+// saves   : qkv (its blocks are Q, K, V) and the masks as added numbers; P when small, else it is
+//           recomputed (file comment)
 struct FusedAttentionNode : NodeOf<FusedAttentionNode> {
   static constexpr const char* kName = "fused_self_attention";
   Saved qkv, attn_mask, key_padding_mask;  // masks are data: no gradient reaches them
+  Saved weights;                           // (B, H, T, T) P, or undefined: recompute it
   int64_t heads = 1;
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     if (!ctx.needs_grad(0)) return;
@@ -113,14 +117,16 @@ struct FusedAttentionNode : NodeOf<FusedAttentionNode> {
       const F beta = dqkv.beta;
       const AddedMasks<F> masks(attn_mask.get(kName), key_padding_mask.get(kName));
       const F *px = x.data<F>(), *pdo = dout.data<F>();
+      const F* kept = weights.get(kName).defined() ? weights.get(kName).template data<F>() : nullptr;
       F* pdx = dqkv.data();
       parallel_for(B * H, grain_for_flops(10 * T * T * D), [&](int64_t first, int64_t last) {  // 5 products
-        F *P = scratch<F, HeadScratch>(2 * T * T), *dP = P + T * T;
+        F *recomputed = scratch<F, HeadScratch>(2 * T * T), *dP = recomputed + T * T;
         for (int64_t bh = first; bh < last; ++bh) {
           const int64_t b = bh / H, h = bh % H;
           const F* q = px + b * T * 3 * C + h * D;
           const F *k = q + C, *v = q + 2 * C;
-          head_weights(q, k, 3 * C, T, D, scale, masks, b, dP, P);  // dP serves as the scores' scratch first
+          if (!kept) head_weights(q, k, 3 * C, T, D, scale, masks, b, dP, recomputed);  // dP: the scores' scratch
+          const F* P = kept ? kept + bh * T * T : recomputed;
           const F* dO = pdo + b * T * C + h * D;
           F* dq = pdx + b * T * 3 * C + h * D;
           F *dk = dq + C, *dv = dq + 2 * C;
@@ -147,6 +153,9 @@ FusedAttention fused_self_attention(const Tensor& qkv, int64_t n_heads, const Te
   const Tensor x = qkv.contiguous();
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2) / 3, H = n_heads, D = C / H;
   FusedAttention result{empty({B, T, C}, x.dtype()), return_weights ? empty({B, H, T, T}, x.dtype()) : Tensor{}};
+  const bool keep = !return_weights && grad_enabled() && qkv.requires_grad() &&
+                    B * H * T * T * static_cast<int64_t>(itemsize(x.dtype())) < kKeptAttentionWeightsBytes;
+  const Tensor kept = keep ? empty({B, H, T, T}, x.dtype()) : Tensor{};
   const Tensor attn_added = additive(attn_mask, x.dtype()), padding_added = additive(key_padding_mask, x.dtype());
   dispatch_float(x.dtype(), kOp, [&](auto tag) {
     using F = decltype(tag);
@@ -160,7 +169,7 @@ FusedAttention fused_self_attention(const Tensor& qkv, int64_t n_heads, const Te
         const int64_t b = bh / H, h = bh % H;
         const F* q = px + b * T * 3 * C + h * D;
         const F *k = q + C, *v = q + 2 * C;
-        F* weights = return_weights ? result.weights.data<F>() + bh * T * T : P;
+        F* weights = return_weights ? result.weights.data<F>() + bh * T * T : keep ? kept.data<F>() + bh * T * T : P;
         head_weights(q, k, 3 * C, T, D, scale, masks, b, S, weights);
         blas_gemm(false, false, T, D, T, F(1), weights, T, v, 3 * C, F(0), po + b * T * C + h * D, C);  // O = P V
       }
@@ -171,6 +180,7 @@ FusedAttention fused_self_attention(const Tensor& qkv, int64_t n_heads, const Te
     node->attn_mask = attn_added;
     node->key_padding_mask = padding_added;
     node->heads = H;
+    node->weights = kept;
   }
   return result;
 }

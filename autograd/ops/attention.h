@@ -6,6 +6,10 @@
 
 namespace tapegrad {
 
+/// The attention weights of a call are kept for backward when they take fewer bytes than this (B·H·T²
+/// numbers), and recomputed there otherwise: small models save the recomputation, large ones the memory.
+inline constexpr int64_t kKeptAttentionWeightsBytes = int64_t{4} << 20;
+
 struct FusedAttention {
   Tensor output;   // (B, T, C): the heads' outputs side by side, as the merge of the heads leaves them
   Tensor weights;  // (B, H, T, T): softmax(q kᵀ / √D) per head, as data (no gradient flows through it);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -364,36 +365,39 @@ TEST_CASE("nn: attention gradient checks pass (scaled dot-product, self-, cross-
 // grad: outputs, weights and every gradient agree in float64, with masks, and on 1 and 2 threads alike.
 TEST_CASE("nn: fused self-attention equals the composed path, values and gradients, on 1 and 2 threads") {
   Generator gen(907);
-  // Large enough that the heads are shared between threads (autograd/parallel.h's grain).
-  const int64_t B = 4, T = 64, C = 128;
-  MultiHeadAttention layer({C, 4}, gen, nullptr);
-  layer.to(DType::float64);
-  const Tensor x = randn({B, T, C}, gen, DType::float64).requires_grad_();
-  const Tensor cotangent = randn({B, T, C}, gen, DType::float64);
-  std::vector<int> pads(B * T);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = T - 5 * b; t < T; ++t) pads[b * T + t] = 1;  // batch b: its last 5·b keys are padding
-  const Tensor padding = mask(pads, {B, T});
-  const Tensor causal = causal_mask(T);
-  auto run = [&](bool composed, int threads) {
-    set_num_threads(threads);
-    for (auto& [name, p] : layer.named_parameters()) p.zero_grad();
-    x.zero_grad();
-    AttentionResult r = layer.forward(x, x, x, causal, padding, /*need_weights=*/composed);
-    backward(r.output, cotangent);
-    std::vector<Tensor> grads{r.output.detach(), x.grad().clone()};
-    for (auto& [name, p] : layer.named_parameters()) grads.push_back(p.grad().clone());
-    if (composed) grads.push_back(r.weights.detach());
-    return grads;
-  };
-  const std::vector<Tensor> composed = run(true, 1), fused1 = run(false, 1), fused2 = run(false, 2);
-  set_num_threads(0);
-  for (size_t i = 0; i + 1 < composed.size(); ++i) {
-    INFO("tensor " << i << " (0: output, 1: dx, then the parameters' gradients)");
-    CHECK(max_abs_diff(composed[i], fused1[i]) < 1e-12);
-    CHECK(max_abs_diff(fused1[i], fused2[i]) == 0);  // each head is computed whole by one thread
+  // Both backward paths: T 64 keeps the attention weights (512 KiB in float64), T 256 recomputes them
+  // (8 MiB); the heads are shared between threads in both (autograd/parallel.h's grain).
+  for (const auto& [B, T, C] : {std::tuple<int64_t, int64_t, int64_t>{4, 64, 128}, {4, 256, 64}}) {
+    CHECK((B * 4 * T * T * 8 < kKeptAttentionWeightsBytes) == (T == 64));
+    MultiHeadAttention layer({C, 4}, gen, nullptr);
+    layer.to(DType::float64);
+    const Tensor x = randn({B, T, C}, gen, DType::float64).requires_grad_();
+    const Tensor cotangent = randn({B, T, C}, gen, DType::float64);
+    std::vector<int> pads(B * T);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = T - 5 * b; t < T; ++t) pads[b * T + t] = 1;  // batch b: its last 5·b keys are padding
+    const Tensor padding = mask(pads, {B, T});
+    const Tensor causal = causal_mask(T);
+    auto run = [&](bool composed, int threads) {
+      set_num_threads(threads);
+      for (auto& [name, p] : layer.named_parameters()) p.zero_grad();
+      x.zero_grad();
+      AttentionResult r = layer.forward(x, x, x, causal, padding, /*need_weights=*/composed);
+      backward(r.output, cotangent);
+      std::vector<Tensor> grads{r.output.detach(), x.grad().clone()};
+      for (auto& [name, p] : layer.named_parameters()) grads.push_back(p.grad().clone());
+      if (composed) grads.push_back(r.weights.detach());
+      return grads;
+    };
+    const std::vector<Tensor> composed = run(true, 1), fused1 = run(false, 1), fused2 = run(false, 2);
+    set_num_threads(0);
+    for (size_t i = 0; i + 1 < composed.size(); ++i) {
+      INFO("tensor " << i << " (0: output, 1: dx, then the parameters' gradients)");
+      CHECK(max_abs_diff(composed[i], fused1[i]) < 1e-12);
+      CHECK(max_abs_diff(fused1[i], fused2[i]) == 0);  // each head is computed whole by one thread
+    }
+    NoGradGuard no_grad;
+    const Tensor fused_weights = layer.forward(x, x, x, causal, padding, true).weights;
+    CHECK(max_abs_diff(fused_weights, composed.back()) < 1e-12);
   }
-  NoGradGuard no_grad;
-  const Tensor fused_weights = layer.forward(x, x, x, causal, padding, true).weights;
-  CHECK(max_abs_diff(fused_weights, composed.back()) < 1e-12);
 }
