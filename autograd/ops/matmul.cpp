@@ -151,15 +151,21 @@ struct LinearForward {
   Tensor out, x_rows, weight;
 };
 
-LinearForward linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
+/// ShapeError or DTypeError naming `op` unless x (..., K), weight (N, K) and bias (N, or undefined) fit.
+void check_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
   if (x.dim() == 0 || weight.dim() != 2 || x.shape().back() != weight.shape()[1])
     throw ShapeError(cat(op, ": x ", x.shape(), " @ weight ", weight.shape(),
                          "ᵀ: weight must be (N, K) with K the last dim of x"));
   check_same_float(x, weight, op);
+  if (!bias.defined()) return;
   if (bias.dim() != 1 || bias.shape()[0] != weight.shape()[0])
     throw ShapeError(cat(op, ": bias ", bias.shape(), " does not match weight ", weight.shape(), " (expected [",
                          weight.shape()[0], "])"));
   check_same_float(x, bias, op);
+}
+
+/// The product of checked operands (check_linear) with a bias.
+LinearForward linear_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const char* op) {
   const int64_t N = weight.shape()[0];
   std::optional<Tensor> rows = rows_view(x);
   if (!rows) {  // rows not evenly spaced (a transposed view): a contiguous copy, not recorded
@@ -204,12 +210,8 @@ struct MatmulBiasNode : NodeOf<MatmulBiasNode> {
 };
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (!bias.defined()) {
-    if (x.dim() == 0 || weight.dim() != 2 || x.shape().back() != weight.shape()[1])
-      throw ShapeError(cat("linear: x ", x.shape(), " @ weight ", weight.shape(),
-                           "ᵀ: weight must be (N, K) with K the last dim of x"));
-    return matmul(x, transpose(weight, 0, 1));
-  }
+  check_linear(x, weight, bias, "linear");
+  if (!bias.defined()) return matmul(x, transpose(weight, 0, 1));
   LinearForward f = linear_forward(x, weight, bias, "linear");
   if (auto* node = record<MatmulBiasNode>(f.out, x, weight, bias)) {
     node->x_rows = f.x_rows;
@@ -242,6 +244,7 @@ struct LinearReluNode : NodeOf<LinearReluNode> {
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (!bias.defined()) return relu(linear(x, weight, bias));
+  check_linear(x, weight, bias, "linear_relu");
   LinearForward f = linear_forward(x, weight, bias, "linear_relu");
   dispatch_float(f.out.dtype(), "linear_relu", [&](auto tag) {
     using T = decltype(tag);
