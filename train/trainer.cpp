@@ -76,6 +76,7 @@ struct Run {
   double window_loss = 0;                                           // training loss summed since the last row
   int64_t window_steps = 0;
   RunTiming timing;                                                 // all sessions, up to the last checkpoint
+  json data = json::object();  // the --data (and --valid) files' fingerprints, and whether they were pipes
 
   /// trainer.json; `elapsed` is the run's wall-clock time so far (all sessions).
   json trainer_state(double elapsed) const {
@@ -92,20 +93,40 @@ struct Run {
             {"elapsed_seconds", elapsed},
             {"timing", to_json(timing)},
             {"truncated", truncated},
+            {"data", data},
             {"window", {{"loss", window_loss}, {"steps", window_steps}}}};
   }
 };
 
+/// A fingerprint of labelled examples as read (FNV-1a over labels and texts, 16 hex digits): trainer.json
+/// keeps it, and --resume goes on only with the data the run started with, whatever path or pipe brings it.
+std::string fingerprint(const std::vector<Example>& examples) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  const auto mix = [&hash](std::string_view bytes, char end) {
+    for (char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+    hash = (hash ^ static_cast<unsigned char>(end)) * 0x100000001b3ULL;
+  };
+  for (const Example& e : examples) {
+    mix(e.label, '\t');
+    mix(e.text, '\n');
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
+
+bool is_pipe(const std::string& path) {
+  std::error_code ec;
+  return fs::is_fifo(path, ec) || fs::is_socket(path, ec);
+}
+
 /// Builds data, vocabulary and labels for the options (fills in vocab_size, num_classes, context_length).
+/// Each data file is read exactly once here, so that `--data <(command)` works.
 void setup_data(Run& run, const Vocab* fixed_vocab) {
   TrainOptions& o = run.options;
   const bool cls = o.model.pool == nn::Pooling::cls;
-  if (o.train_size < 0) throw ValueError(cat("--train-size must be >= 0, got ", o.train_size));
-  if (o.context_length < 0)
-    throw ValueError(cat("--context-length must be >= 0 (0: from the data), got ", o.context_length));
   int64_t longest = 0;
   if (o.data.empty()) {
-    validate_task(o.task);
     TaskStream probe(o.task, o.seed);
     run.labels = probe.labels();
     run.vocab = fixed_vocab ? *fixed_vocab : Vocab::build(probe.all_words());
@@ -119,15 +140,23 @@ void setup_data(Run& run, const Vocab* fixed_vocab) {
     longest = o.task.max_len;
   } else {
     std::vector<Example> train = read_tsv(o.data).examples;
+    run.data = {{"fingerprint", fingerprint(train)}, {"pipe", is_pipe(o.data)}};
     if (o.valid.empty()) {
       Split parts = split(train, o.valid_fraction, o.seed);
       train = std::move(parts.train);
       run.valid = std::move(parts.valid);
     } else {
       run.valid = read_tsv(o.valid).examples;
+      run.data["valid_fingerprint"] = fingerprint(run.valid);
+      run.data["valid_pipe"] = is_pipe(o.valid);
     }
-    if (train.empty()) throw ValueError(cat(o.data, ": no training examples left after the validation split"));
+    if (train.empty())
+      throw ValueError(cat(o.data, ": no training examples left after the validation split (",
+                           run.valid.size(), " held out); give more data or --valid"));
     run.labels = sorted_labels(train);
+    if (run.labels.size() < 2)
+      throw ValueError(cat(o.data, ": every training example has the label '", run.labels.front(),
+                           "'; a classifier needs at least two classes"));
     for (const Example& e : run.valid)
       if (!std::binary_search(run.labels.begin(), run.labels.end(), e.label))
         throw ValueError(cat(o.valid.empty() ? o.data : o.valid, ": validation label '", e.label,
@@ -146,18 +175,37 @@ void setup_data(Run& run, const Vocab* fixed_vocab) {
   if (run.valid.empty()) throw ValueError("no validation examples: give --valid or a larger --valid-fraction");
 }
 
+/// Bytes a training step needs, roughly: float32 weights, gradients and two Adam moments (16 bytes a
+/// parameter), and what a step keeps for backward: per layer about 16 floats per position and model
+/// dimension (attention's inputs and outputs, layer norms, residuals), 3 per position and feed-forward
+/// dimension, and the (B, H, T, T) attention weights twice. It errs high: 641 MiB for the medium model of
+/// docs/performance.md, whose training peaks at 314 MiB. It is only meant to refuse, before allocating any
+/// of it, what cannot fit.
+double training_memory_bytes(const TrainOptions& o) {
+  const nn::ClassifierOptions& m = o.model;
+  const double B = o.batch_size, T = m.context_length, C = m.d_model, F = m.d_ff, H = m.n_heads;
+  const double per_layer = B * T * (16 * C + 3 * F) + 2 * B * H * T * T;
+  return 16 * static_cast<double>(nn::parameter_count(m)) + 4 * (m.n_layers * per_layer + 4 * B * T * C);
+}
+
+/// Refuses a run whose memory would exceed the machine's, saying how much it would need.
+void check_memory(const TrainOptions& o) {
+  const double needed = training_memory_bytes(o);
+  const double machine = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (machine > 0 && needed > machine) {
+    constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "this model needs about %.1f GiB to train (%.3g parameters, batch %lld x context %lld), more than "
+                  "this machine's %.1f GiB of memory; lower --batch-size, --context-length, --d-model, --ff or --layers",
+                  needed / GiB, static_cast<double>(nn::parameter_count(o.model)), static_cast<long long>(o.batch_size),
+                  static_cast<long long>(o.model.context_length), machine / GiB);
+    throw ValueError(line);
+  }
+}
+
 void setup_training(Run& run) {
   TrainOptions& o = run.options;
-  if (o.batch_size <= 0) throw ValueError(cat("--batch-size must be positive, got ", o.batch_size));
-  if (o.eval_every <= 0) throw ValueError(cat("--eval-every must be positive, got ", o.eval_every));
-  if (o.log_every <= 0) throw ValueError(cat("--log-every must be positive, got ", o.log_every));
-  if (o.steps < 0) throw ValueError(cat("--steps must be >= 0, got ", o.steps));
-  if (o.epochs < 0) throw ValueError(cat("--epochs must be >= 0, got ", o.epochs));
-  if (o.threads < 0) throw ValueError(cat("--threads must be >= 0 (0: all cores), got ", o.threads));
-  if (o.steps > 0 && o.epochs > 0) throw ValueError("give --steps or --epochs, not both");
-  if (!(o.target_acc >= 0 && o.target_acc <= 1))  // NaN too
-    throw ValueError(cat("--target-acc is a fraction in [0, 1], got ", o.target_acc));
-  if (!(o.clip_grad >= 0)) throw ValueError(cat("--clip-grad must be >= 0, got ", o.clip_grad));
   if (o.epochs > 0) {
     const int64_t per_epoch = (run.stream->size() + o.batch_size - 1) / o.batch_size;
     run.total_steps = o.epochs * per_epoch;
@@ -338,6 +386,7 @@ TrainSummary loop(Run& run, std::ostream& log) {
   summary.best_step = run.best_step;
   summary.truncated = run.truncated;
   summary.out = o.out;
+  summary.sample_text = run.valid.front().text;
   return summary;
 }
 
@@ -362,6 +411,7 @@ json to_json(const TrainSummary& s) {
 }
 
 TrainSummary train(const TrainOptions& options, std::ostream& log) {
+  validate(options);
   const fs::path out(options.out);
   if (!options.overwrite && (fs::exists(out / "trainer.json") || fs::is_symlink(out / "latest")))
     throw ValueError(cat("--out ", options.out, " already holds a training run: --resume it, choose another --out, ",
@@ -378,6 +428,7 @@ TrainSummary train(const TrainOptions& options, std::ostream& log) {
     run.options.context_length = init->options.context_length;
   }
   setup_data(run, init ? &init->vocab : nullptr);
+  check_memory(run.options);
   if (init && init->labels != run.labels)
     throw ValueError(cat("--init ", options.init, ": its labels differ from the data's (", init->labels.size(), " vs ",
                          run.labels.size(), "); fine-tuning needs the same label set"));
@@ -396,8 +447,8 @@ TrainSummary train(const TrainOptions& options, std::ostream& log) {
   return loop(run, log);
 }
 
-TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log, bool verbose) {
-  if (steps < 0) throw ValueError(cat("--steps must be >= 0 (0: the saved total), got ", steps));
+TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log) {
+  if (options.steps < 0) throw ValueError(cat("--steps must be positive, got ", options.steps));
   const std::string state_path = dir + "/trainer.json";
   json state;
   {
@@ -413,9 +464,36 @@ TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log, bo
   try {
     run.options = train_options_from_json(state.at("options"), state_path);
     run.options.out = dir;
-    run.options.verbose = verbose;
+    run.options.verbose = options.verbose;
+    if (options.threads >= 0) run.options.threads = options.threads;
+    // The data may come from another path (as it must after a pipe), never with other examples.
+    const json saved_data = state.value("data", json::object());
+    const auto relocate = [&](const std::string& given, std::string& saved, const char* flag, const char* pipe_key) {
+      if (!given.empty()) {
+        if (saved.empty()) throw ValueError(cat("--resume: ", dir, " was started without ", flag, "; a resumed run keeps its data"));
+        saved = fs::absolute(given).lexically_normal().string();
+      } else if (saved_data.value(pipe_key, false)) {
+        throw ValueError(cat("--resume: the run read ", flag, " from a pipe (", saved,
+                             "), which cannot be read again: give the same data with ", flag));
+      }
+    };
+    relocate(options.data, run.options.data, "--data", "pipe");
+    relocate(options.valid, run.options.valid, "--valid", "valid_pipe");
+    try {
+      validate(run.options);
+    } catch (const ValueError& e) {
+      throw IOError(cat(state_path, ": the saved options are invalid: ", e.what()));
+    }
     const LoadedModel saved = load_model(dir);
     setup_data(run, &saved.vocab);
+    const auto require_same_examples = [&](const char* key, const std::string& path) {
+      if (saved_data.contains(key) && run.data.value(key, std::string()) != saved_data.at(key))
+        throw ValueError(cat("--resume: ", path, " holds other examples than the run started with (fingerprint ",
+                             run.data.value(key, std::string()), ", saved ", saved_data.at(key).get<std::string>(),
+                             "); resuming needs the same data"));
+    };
+    require_same_examples("fingerprint", run.options.data);
+    require_same_examples("valid_fingerprint", run.options.valid);
     run.dropout_rng = std::make_shared<Generator>(0);
     Generator unused(0);
     run.model = std::make_unique<nn::SequenceClassifier>(run.options.model, unused, run.dropout_rng);
@@ -423,13 +501,15 @@ TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log, bo
     setup_training(run);
     run.optimizer->load_state(load_safetensors(dir + "/optimizer.safetensors").tensors);
     run.step = state.at("step").get<int64_t>();
-    run.total_steps = steps > 0 ? steps : state.at("total_steps").get<int64_t>();
+    run.total_steps = options.steps > 0 ? options.steps : state.at("total_steps").get<int64_t>();
+    if (options.steps > 0 && options.steps <= run.step)
+      throw ValueError(cat("--steps ", options.steps, " is not more than the ", run.step, " steps ", dir, " has done"));
     const json& s = state.at("schedule");
     run.schedule = {optim::parse_schedule(s.at("kind").get<std::string>()), s.at("base_lr").get<double>(),
                     s.at("warmup_steps").get<int64_t>(), s.at("total_steps").get<int64_t>(), s.at("min_lr").get<double>()};
     // A new total stretches the decay over it, as setup_training would have (else a cosine or linear
     // schedule sits at min_lr for every added step).
-    if (steps > 0) run.schedule.total_steps = std::max(run.total_steps, run.schedule.warmup_steps + 1);
+    if (options.steps > 0) run.schedule.total_steps = std::max(run.total_steps, run.schedule.warmup_steps + 1);
     run.stream->set_state(state.at("rng").at("data"));
     run.dropout_rng->set_state(generator_state(state.at("rng").at("dropout")));
     run.best_accuracy = state.at("best").at("accuracy").get<double>();

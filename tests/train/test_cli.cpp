@@ -13,111 +13,15 @@
 
 #include "autograd/error.h"
 #include "autograd/random.h"
+#include "support/cli.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
 
 using namespace tapegrad;
 using testing::TempDir;
+using namespace testing::cli;
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-/// A shell word that stays one argument whatever it contains.
-std::string quote(const std::string& word) {
-  std::string quoted = "'";
-  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-struct Result {
-  int exit_code = -1;  // the exit status; -1 when a signal ended the process (or it could not start)
-  int signal = 0;      // the signal that ended it, if one did
-  std::string out, err;
-};
-
-/// Runs `tapegrad <args>` (args already shell-quoted where needed) with stdin from `input`, capturing
-/// stdout and stderr separately.
-Result run_cli(const TempDir& dir, const std::string& args, const std::string& input = "") {
-  const std::string in = dir.file("stdin.txt", input), out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string command = cat(quote(TAPEGRAD_CLI), " ", args, " <", quote(in), " >", quote(out), " 2>", quote(err));
-  const int status = std::system(command.c_str());
-  Result r;
-  r.out = read_file(out);
-  r.err = read_file(err);
-  if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) <= 128) {
-    r.exit_code = WEXITSTATUS(status);
-  } else if (status != -1 && WIFEXITED(status)) {
-    r.signal = WEXITSTATUS(status) - 128;  // a shell that did not exec the command reports 128 + signal
-  } else if (status != -1 && WIFSIGNALED(status)) {
-    r.signal = WTERMSIG(status);
-  }
-  return r;
-}
-
-/// The failure contract: exactly one line on stderr, "tapegrad..." (naming what is wrong), nothing on
-/// stdout, a non-zero exit that is not a signal, and no trace of an uncaught exception.
-void require_one_line_error(const Result& r, const std::string& mentions) {
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  CHECK(r.signal == 0);
-  CHECK(r.exit_code > 0);
-  CHECK(r.out.empty());
-  REQUIRE(!r.err.empty());
-  CHECK(r.err.back() == '\n');
-  CHECK(lines_of(r.err).size() == 1);
-  CHECK(r.err.rfind("tapegrad", 0) == 0);
-  CHECK_THAT(r.err, Catch::Contains(mentions));
-  CHECK_THAT(r.err, !Catch::Contains("terminate called"));
-  CHECK_THAT(r.err, !Catch::Contains("Aborted"));
-}
-
-/// A labelled TSV of two classes decided by one keyword ("good" -> pos, "bad" -> neg) among filler
-/// words; every tenth line is long (more than 12 words).
-std::string keyword_tsv(int64_t lines, uint64_t seed) {
-  const std::vector<std::string> filler = {"the",  "a",     "film",  "was",   "very", "quite",
-                                           "plot", "actor", "scene", "music", "and",  "it"};
-  Generator gen(seed);
-  std::string text;
-  for (int64_t i = 0; i < lines; ++i) {
-    const bool pos = i % 2 == 0;
-    const int64_t n = i % 10 == 9 ? 14 : 3 + static_cast<int64_t>(gen.below(4));
-    std::vector<std::string> words;
-    for (int64_t k = 0; k < n; ++k) words.push_back(filler[gen.below(filler.size())]);
-    // within the first words, so that a context of 8 always keeps it
-    words.insert(words.begin() + static_cast<int64_t>(gen.below(4)), pos ? "good" : "bad");
-    text += pos ? "pos\t" : "neg\t";
-    for (size_t k = 0; k < words.size(); ++k) text += (k ? " " : "") + words[k];
-    text += "\n";
-  }
-  return text;
-}
-
-/// Trains a small model on a keyword TSV with a context of 8; returns the run directory.
-std::string train_keyword_model(const TempDir& dir, Result* result = nullptr) {
-  const std::string data = dir.file("train.tsv", keyword_tsv(200, 1)), out = dir / "run";
-  const Result r = run_cli(dir, cat("train --data ", quote(data),
-                                    " --context-length 8 --steps 60 --eval-every 30 --out ", quote(out), " --json"));
-  INFO(r.err);
-  REQUIRE(r.exit_code == 0);
-  if (result) *result = r;
-  return out;
-}
-
-}  // namespace
 
 TEST_CASE("train: cli every subcommand has --help listing its flags") {
   TempDir dir("tapegrad_test_cli");
@@ -145,45 +49,6 @@ TEST_CASE("train: cli every subcommand has --help listing its flags") {
       for (const std::string& flag : flags) CHECK_THAT(r.out, Catch::Contains(flag));
     }
   }
-}
-
-TEST_CASE("train: cli bad flags and values get one line on stderr and a non-zero exit") {
-  TempDir dir("tapegrad_test_cli");
-  const std::string out = " --out " + quote(dir / "run");
-  const std::pair<std::string, std::string> cases[] = {
-      {"", "subcommand"},
-      {"frobnicate", "subcommand"},  // CLI11 does not name the unknown word
-      {"train --bogus" + out, "--bogus"},
-      {"train --lr abc" + out, "--lr"},
-      {"train --steps 1.5" + out, "--steps"},
-      {"train --optimizer foo" + out, "foo"},
-      {"train --target-acc 5" + out, "--target-acc"},
-      {"train --target-acc nan" + out, "--target-acc"},
-      {"train --heads 3 --d-model 32" + out, "n_heads 3"},
-      {"train --task sorting" + out, "sorting"},
-      {"train --schedule wavy" + out, "wavy"},
-      {"train --activation tanh" + out, "tanh"},
-      {"train --pool max" + out, "max"},
-      {"train --dropout 1.5" + out, "1.5"},
-      {"train --batch-size 0" + out, "--batch-size"},
-      {"train --steps -5" + out, "--steps"},
-      {"train --epochs -1" + out, "--epochs"},
-      {"train --train-size -5" + out, "--train-size"},
-      {"train --context-length -3" + out, "--context-length"},
-      {"train --threads -1" + out, "--threads"},
-      {"train --clip-grad nan" + out, "--clip-grad"},
-      {"train --epochs 2" + out, "--epochs"},  // a fresh task stream has no epochs
-      {"train --symbols 1" + out, "symbols"},
-      {"eval --task majority", "--checkpoint"},
-      {"eval --checkpoint " + quote(dir / "run"), "--task or --data"},
-      {"predict --checkpoint " + quote(dir / "run") + " --text a --bogus", "--bogus"},
-      {"gradcheck --bogus", "--bogus"},
-  };
-  for (const auto& [args, mentions] : cases) {
-    INFO("tapegrad " << args);
-    require_one_line_error(run_cli(dir, args), mentions);
-  }
-  CHECK(!fs::exists(dir / "run/latest"));  // none of them trained
 }
 
 TEST_CASE("train: cli missing and malformed files get one line on stderr and a non-zero exit") {
