@@ -1,6 +1,7 @@
 #include "nn/classifier.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "autograd/ops/elementwise.h"
@@ -29,17 +30,61 @@ const char* positional_name(Positional positional) {
   return positional == Positional::learned ? "learned" : "sinusoidal";
 }
 
+namespace {
+
+/// The parameter count in 128 bits: with every size validated (<= 2^24, n_layers <= 2^16) no term
+/// overflows here, and the caller compares the total with INT64_MAX.
+unsigned __int128 parameter_count_128(const ClassifierOptions& o) {
+  using U = unsigned __int128;
+  const U V = static_cast<U>(o.vocab_size), C = static_cast<U>(o.d_model), F = static_cast<U>(o.d_ff),
+          L = static_cast<U>(o.context_length), K = static_cast<U>(o.num_classes);
+  // per layer: in_proj 3C·C + 3C, out_proj C·C + C, linear1 F·C + F, linear2 C·F + C, norm1 and norm2 2C each
+  const U layer = 4 * C * C + 2 * C * F + F + 9 * C;
+  U total = V * C + static_cast<U>(o.n_layers) * layer + K * C + K;
+  if (o.positional == Positional::learned) total += L * C;
+  if (o.final_norm) total += 2 * C;
+  return total;
+}
+
+}  // namespace
+
+void validate(const ClassifierOptions& o, const std::string& context) {
+  const auto fail = [&](const char* field, auto value, const std::string& what) {
+    return ValueError(cat(context, ": ", field, " = ", value, " ", what));
+  };
+  const std::pair<const char*, int64_t> sizes[] = {{"vocab_size", o.vocab_size},
+                                                   {"d_model", o.d_model},
+                                                   {"d_ff", o.d_ff},
+                                                   {"context_length", o.context_length}};
+  for (const auto& [field, value] : sizes)
+    if (value < 1 || value > kMaxClassifierSize)
+      throw fail(field, value, cat("is outside [1, ", kMaxClassifierSize, "]"));
+  if (o.num_classes < 2 || o.num_classes > kMaxClassifierSize)
+    throw fail("num_classes", o.num_classes,
+               cat("is outside [2, ", kMaxClassifierSize, "] (one class has nothing to learn)"));
+  if (o.n_heads < 1) throw fail("n_heads", o.n_heads, "must be >= 1");
+  if (o.d_model % o.n_heads != 0) throw fail("n_heads", o.n_heads, cat("does not divide d_model = ", o.d_model));
+  if (o.n_layers < 0 || o.n_layers > kMaxClassifierLayers)
+    throw fail("n_layers", o.n_layers, cat("is outside [0, ", kMaxClassifierLayers, "]"));
+  if (!(o.dropout >= 0 && o.dropout < 1)) throw fail("dropout", o.dropout, "is outside [0, 1)");
+  if (!(std::isfinite(o.layer_norm_eps) && o.layer_norm_eps > 0))
+    throw fail("layer_norm_eps", o.layer_norm_eps, "must be finite and > 0");
+  if (o.pad_id < -1 || o.pad_id >= o.vocab_size)
+    throw fail("pad_id", o.pad_id, cat("is outside the vocabulary [0, ", o.vocab_size, ") (use -1 for none)"));
+  const unsigned __int128 count = parameter_count_128(o);
+  if (count > static_cast<unsigned __int128>(INT64_MAX))
+    throw ValueError(cat(context, ": the options make more than 2^63 - 1 parameters"));
+}
+
+int64_t parameter_count(const ClassifierOptions& options) {
+  validate(options);
+  return static_cast<int64_t>(parameter_count_128(options));
+}
+
 SequenceClassifier::SequenceClassifier(const ClassifierOptions& options, Generator& init,
                                        std::shared_ptr<Generator> dropout_rng)
     : options_(options), dropout_rng_(std::move(dropout_rng)) {
-  if (options.vocab_size <= 0 || options.d_model <= 0 || options.context_length <= 0 || options.num_classes <= 0)
-    throw ValueError(
-        cat("SequenceClassifier: vocab_size, d_model, context_length and num_classes must be positive, "
-            "got ",
-            options.vocab_size, ", ", options.d_model, ", ", options.context_length, ", ", options.num_classes));
-  if (options.pad_id < -1 || options.pad_id >= options.vocab_size)
-    throw ValueError(cat("SequenceClassifier: pad_id ", options.pad_id, " is outside the vocabulary [0, ",
-                         options.vocab_size, ") (use -1 for none)"));
+  validate(options);
   const int64_t C = options.d_model;
   // Registration order = state order: embed, pos_embed, encoder.layers.*, encoder.norm, head.
   embed_ = &register_module("embed", std::make_unique<Embedding>(options.vocab_size, C, init, options.pad_id));

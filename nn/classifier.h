@@ -58,6 +58,26 @@ struct ClassifierOptions {
   int64_t pad_id = 0;  // the embedding row that stays zero and gets no gradient; -1 for none
 };
 
+/// The largest vocab_size, d_model, d_ff, context_length and num_classes validate() accepts (2^24): far
+/// beyond any model tapegrad trains, and small enough that the product of two of them (a weight's numel)
+/// cannot overflow int64. n_layers is capped at kMaxClassifierLayers.
+inline constexpr int64_t kMaxClassifierSize = int64_t{1} << 24;
+inline constexpr int64_t kMaxClassifierLayers = int64_t{1} << 16;
+
+/// Checks every field's range and throws a ValueError "<context>: <field> = <value> <what is wrong>" for
+/// the first bad one: vocab_size, d_model, d_ff, context_length in [1, 2^24]; num_classes in [2, 2^24] (one
+/// class has nothing to learn: its probability is always 1); n_heads >= 1 dividing d_model; n_layers in
+/// [0, 2^16]; dropout in [0, 1); layer_norm_eps finite and > 0; pad_id in [-1, vocab_size); and the total
+/// parameter count within int64. The SequenceClassifier constructor calls it; so do the config readers,
+/// with the file as context.
+void validate(const ClassifierOptions& options, const std::string& context = "SequenceClassifier");
+
+/// The number of parameter elements SequenceClassifier(options) has, computed from the options alone
+/// (nothing is allocated), so a reader can compare it with a weights file's size before building the
+/// model. Invalid options are validate()'s ValueError.
+///   V·C + [learned] L·C + n_layers·(4C² + 2CF + F + 9C) + [final_norm] 2C + K·C + K
+int64_t parameter_count(const ClassifierOptions& options);
+
 class SequenceClassifier : public Module {
  public:
   /// Parameters from init (each submodule with PyTorch's default initialisation); dropout masks from

@@ -2,6 +2,7 @@
 // gradient checks of the whole model per named parameter.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -273,4 +274,69 @@ TEST_CASE("nn: a training step's gradients on 2 threads are as accurate as on 1 
     CHECK(error_two <= 2 * error_one + 1e-6 * scale);
     CHECK(error_two <= 1e-2 * scale);
   }
+}
+
+TEST_CASE("nn: parameter_count(options) equals the built model's count for every variant") {
+  int variants = 0;
+  for (Positional positional : {Positional::learned, Positional::sinusoidal})
+    for (Pooling pool : {Pooling::mean, Pooling::cls})
+      for (bool final_norm : {false, true})
+        for (int64_t n_layers = 0; n_layers <= 3; ++n_layers) {
+          ClassifierOptions o = names_config();
+          o.positional = positional;
+          o.pool = pool;
+          o.final_norm = final_norm;
+          o.n_layers = n_layers;
+          o.d_ff = 16 + 4 * n_layers;  // F != 2C, so a term with F and C swapped would show
+          INFO(positional_name(positional) << ", " << pooling_name(pool) << ", final_norm " << final_norm
+                                           << ", n_layers " << n_layers);
+          CHECK(parameter_count(o) == make_classifier(o).parameter_count());
+          ++variants;
+        }
+  CHECK(variants == 32);
+  // A size no machine can allocate is still counted exactly, without building anything.
+  ClassifierOptions big{kMaxClassifierSize};
+  big.d_model = 1024;
+  big.n_heads = 8;
+  big.d_ff = 4096;
+  big.n_layers = 0;
+  big.context_length = 1;
+  big.num_classes = 2;
+  CHECK(parameter_count(big) == kMaxClassifierSize * 1024 + 1024 + 2 * 1024 + 2);
+}
+
+TEST_CASE("nn: validate names the first option out of range, and the constructor calls it") {
+  const std::pair<std::function<void(ClassifierOptions&)>, std::string> cases[] = {
+      {[](ClassifierOptions& o) { o.vocab_size = 0; }, "vocab_size = 0 is outside [1, 16777216]"},
+      {[](ClassifierOptions& o) { o.vocab_size = int64_t{1} << 60; }, "vocab_size = 1152921504606846976"},
+      {[](ClassifierOptions& o) { o.d_model = -8; }, "d_model = -8 is outside"},
+      {[](ClassifierOptions& o) { o.d_ff = 0; }, "d_ff = 0 is outside"},
+      {[](ClassifierOptions& o) { o.context_length = 0; }, "context_length = 0 is outside"},
+      {[](ClassifierOptions& o) { o.num_classes = 1; }, "num_classes = 1 is outside [2, "},
+      {[](ClassifierOptions& o) { o.n_heads = 0; }, "n_heads = 0 must be >= 1"},
+      {[](ClassifierOptions& o) { o.n_heads = 3; }, "n_heads = 3 does not divide d_model = 8"},
+      {[](ClassifierOptions& o) { o.n_layers = -1; }, "n_layers = -1 is outside [0, 65536]"},
+      {[](ClassifierOptions& o) { o.dropout = 1.0; }, "dropout = 1 is outside [0, 1)"},
+      {[](ClassifierOptions& o) { o.dropout = std::nan(""); }, "dropout = nan"},
+      {[](ClassifierOptions& o) { o.layer_norm_eps = 0; }, "layer_norm_eps = 0 must be finite and > 0"},
+      {[](ClassifierOptions& o) { o.layer_norm_eps = INFINITY; }, "layer_norm_eps = inf"},
+      {[](ClassifierOptions& o) { o.pad_id = 10; }, "pad_id = 10 is outside the vocabulary [0, 10)"},
+      {[](ClassifierOptions& o) { o.pad_id = -2; }, "pad_id = -2"},
+      {[](ClassifierOptions& o) {
+         o.vocab_size = o.d_model = o.d_ff = kMaxClassifierSize;
+         o.n_heads = 1;
+         o.n_layers = kMaxClassifierLayers;
+       },
+       "the options make more than 2^63 - 1 parameters"},
+  };
+  for (const auto& [edit, message] : cases) {
+    ClassifierOptions o = names_config();
+    edit(o);
+    INFO(message);
+    CHECK_THROWS_WITH(validate(o, "config.json"), Catch::Contains("config.json: " + message));
+    CHECK_THROWS_AS(parameter_count(o), ValueError);
+    // The constructor refuses before allocating anything, even for the sizes no machine holds.
+    CHECK_THROWS_WITH(make_classifier(o), Catch::Contains("SequenceClassifier: " + message));
+  }
+  CHECK_NOTHROW(validate(names_config()));
 }
