@@ -159,7 +159,7 @@ TEST_CASE("train: cli bad flags and values get one line on stderr and a non-zero
       {"train --optimizer foo" + out, "foo"},
       {"train --target-acc 5" + out, "--target-acc"},
       {"train --target-acc nan" + out, "--target-acc"},
-      {"train --heads 3 --d-model 32" + out, "n_heads 3"},
+      {"train --heads 3 --d-model 32" + out, "n_heads = 3"},
       {"train --task sorting" + out, "sorting"},
       {"train --schedule wavy" + out, "wavy"},
       {"train --activation tanh" + out, "tanh"},
