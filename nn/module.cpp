@@ -47,28 +47,62 @@ void Module::zero_grad() {
   for (auto& [_, t] : named_parameters()) t.zero_grad();
 }
 
+namespace {
+
+/// "2 missing ('a' [3], 'b' [2,4])": one group of a load_state_dict error, empty when there is nothing.
+std::string problem_group(const std::vector<std::string>& items, const char* what) {
+  if (items.empty()) return "";
+  std::string out = cat(items.size(), " ", what, " (");
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out + ")";
+}
+
+}  // namespace
+
 void Module::load_state_dict(const NamedTensors& state) {
   const NamedTensors own = named_parameters();
   std::map<std::string, Tensor> given;
   for (const auto& [name, t] : state) {
     if (!given.emplace(name, t).second) throw ValueError(cat("load_state_dict: entry '", name, "' appears twice"));
   }
-  // Check everything before changing anything, so a bad state leaves the module as it was.
+  // Check everything before changing anything, so a bad state leaves the module as it was, and name every
+  // problem at once: a file from another model differs in many entries, and one at a time hides the pattern.
+  std::vector<std::string> missing, unexpected, wrongly_shaped, wrongly_typed;
+  std::set<std::string> known;
   for (const auto& [name, param] : own) {
+    known.insert(name);
     auto it = given.find(name);
-    if (it == given.end()) throw ValueError(cat("load_state_dict: missing entry '", name, "' ", param.shape()));
-    if (!(it->second.shape() == param.shape()))
-      throw ShapeError(cat("load_state_dict: entry '", name, "' has shape ", it->second.shape(), ", the module expects ",
-                           param.shape()));
-    if (!is_floating(it->second.dtype()))
-      throw DTypeError(cat("load_state_dict: entry '", name, "' is ", dtype_name(it->second.dtype()), ", not a float"));
+    if (it == given.end()) {
+      missing.push_back(cat("'", name, "' ", param.shape()));
+      continue;
+    }
+    const Tensor& t = it->second;
+    if (!(t.shape() == param.shape()))
+      wrongly_shaped.push_back(cat("'", name, "': given ", t.shape(), ", expected ", param.shape()));
+    if (!is_floating(t.dtype()))
+      wrongly_typed.push_back(cat("'", name, "' is ", dtype_name(t.dtype()), ", not a float"));
+    else if (itemsize(t.dtype()) > itemsize(param.dtype()))  // float64 into float32 would round every value
+      wrongly_typed.push_back(cat("'", name, "' is ", dtype_name(t.dtype()), " and the module ", dtype_name(param.dtype()),
+                                  ": narrowing would lose precision"));
   }
-  if (given.size() != own.size()) {
-    std::set<std::string> known;
-    for (const auto& [name, _] : own) known.insert(name);
-    for (const auto& [name, t] : state)
-      if (!known.count(name)) throw ValueError(cat("load_state_dict: unexpected entry '", name, "' ", t.shape()));
+  for (const auto& [name, t] : state)
+    if (!known.count(name)) unexpected.push_back(cat("'", name, "' ", t.shape()));
+  if (!missing.empty() || !unexpected.empty() || !wrongly_shaped.empty() || !wrongly_typed.empty()) {
+    std::string message = "load_state_dict:";
+    const char* separator = " ";
+    for (const std::string& group :
+         {problem_group(missing, "missing"), problem_group(unexpected, "unexpected"),
+          problem_group(wrongly_shaped, "wrongly shaped"), problem_group(wrongly_typed, "of the wrong dtype")})
+      if (!group.empty()) {
+        message += separator + group;
+        separator = ", ";
+      }
+    // The most specific type when there is one kind of problem.
+    if (missing.empty() && unexpected.empty() && wrongly_typed.empty()) throw ShapeError(message);
+    if (missing.empty() && unexpected.empty() && wrongly_shaped.empty()) throw DTypeError(message);
+    throw ValueError(message);
   }
+  // float32 entries into a float64 module are widened exactly by copy_.
   NoGradGuard no_grad;
   for (const auto& [name, param] : own) Tensor(param).copy_(given.at(name));
 }

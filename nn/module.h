@@ -42,8 +42,12 @@ class Module {
 
   /// name -> tensor for every parameter (the tensors share storage with the module).
   NamedTensors state_dict() const { return named_parameters(); }
-  /// Copies every entry into the parameter of the same name. Missing, unexpected or wrongly shaped
-  /// entries are a ShapeError/ValueError naming the entry (and both shapes); nothing is changed then.
+  /// Copies every entry into the parameter of the same name; a float32 entry into a float64 parameter is
+  /// widened exactly. One error names every problem: "load_state_dict: 2 missing ('a' [3], ...), 1
+  /// unexpected ('b' [2]), 1 wrongly shaped ('c': given [3,4], expected [2,4]), 1 of the wrong dtype ('d' is
+  /// int64, not a float)"; a float64 entry into a float32 parameter is refused too (it would lose
+  /// precision). A ShapeError when only shapes are wrong, a DTypeError when only dtypes are, a ValueError
+  /// otherwise (and for a duplicated entry); nothing is changed then.
   void load_state_dict(const NamedTensors& state);
   /// Converts every parameter to dtype in place (float64 for gradient checks).
   void to(DType dtype);

@@ -120,44 +120,69 @@ void Optimizer::load_state(const NamedTensors& state) {
       throw ValueError(cat(name_, " load_state: entry '", ename, "' appears twice"));
     if (!t.defined()) throw ValueError(cat(name_, " load_state: entry '", ename, "' is an undefined tensor"));
   }
-  auto take = [&](const std::string& ename) -> const Tensor& {
-    auto it = given.find(ename);
-    if (it == given.end())
-      throw ValueError(cat(name_, " load_state: missing entry '", ename, "' (the state has ",
-                           1 + params_.size() + buffers_.size(),
-                           " entries; was it saved by another optimizer or model?)"));
+  // Every expected entry with its shape and dtype: the counts, then the buffers.
+  struct Expected {
+    std::string name;
+    Shape shape;
+    DType dtype;
+  };
+  std::vector<Expected> expected;
+  expected.push_back({"step", Shape{1}, DType::float64});
+  for (const auto& [pname, _] : params_) expected.push_back({"step." + pname, Shape{1}, DType::float64});
+  for (const auto& [bname, buffer] : buffers_) expected.push_back({bname, buffer.shape(), buffer.dtype()});
+
+  // Check everything first, naming every problem at once; write only once the whole state is known to fit.
+  std::vector<std::string> missing, wrongly_shaped, wrongly_typed, unexpected;
+  std::vector<const Tensor*> found(expected.size(), nullptr);
+  for (size_t k = 0; k < expected.size(); ++k) {
+    const Expected& e = expected[k];
+    auto it = given.find(e.name);
+    if (it == given.end()) {
+      missing.push_back(cat("'", e.name, "' ", e.shape));
+      continue;
+    }
     const Tensor& t = *it->second;
     given.erase(it);
-    return t;
-  };
+    found[k] = &t;
+    const bool is_count = k <= params_.size();
+    // A count is one element of any float dtype; a buffer has exactly its parameter's shape, and a
+    // float32 buffer widens exactly into a float64 optimizer (float64 into float32 would round).
+    if (is_count ? t.numel() != 1 : !(t.shape() == e.shape))
+      wrongly_shaped.push_back(cat("'", e.name, "': given ", t.shape(), ", expected ", e.shape));
+    if (!is_floating(t.dtype()) || (!is_count && itemsize(t.dtype()) > itemsize(e.dtype)))
+      wrongly_typed.push_back(cat("'", e.name, "' is ", dtype_name(t.dtype()), ", expected ", dtype_name(e.dtype)));
+  }
+  for (const auto& [ename, t] : given) unexpected.push_back(cat("'", ename, "' ", t->shape()));
+  if (!missing.empty() || !unexpected.empty() || !wrongly_shaped.empty() || !wrongly_typed.empty()) {
+    std::string message = cat(name_, " load_state:");
+    const char* separator = " ";
+    const auto group = [&](const std::vector<std::string>& items, const char* what) {
+      if (items.empty()) return;
+      message += cat(separator, items.size(), " ", what, " (");
+      for (size_t i = 0; i < items.size(); ++i) message += (i ? ", " : "") + items[i];
+      message += ")";
+      separator = ", ";
+    };
+    group(missing, "missing");
+    group(unexpected, "unexpected");
+    group(wrongly_shaped, "wrongly shaped");
+    group(wrongly_typed, "of the wrong dtype");
+    if (!missing.empty() || !unexpected.empty())
+      message += cat("; this optimizer's state has ", expected.size(),
+                     " entries: step, step.<param> and its buffers (was it saved by another optimizer or model?)");
+    if (missing.empty() && unexpected.empty() && wrongly_typed.empty()) throw ShapeError(message);
+    if (missing.empty() && unexpected.empty() && wrongly_shaped.empty()) throw DTypeError(message);
+    throw ValueError(message);
+  }
 
-  // Check everything first; write only once the whole state is known to fit.
-  const int64_t steps = read_count(take("step"), name_, "step");
+  const int64_t steps = read_count(*found[0], name_, "step");
   std::vector<int64_t> updates(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const std::string ename = "step." + params_[i].first;
-    updates[i] = read_count(take(ename), name_, ename);
-  }
-  std::vector<const Tensor*> sources;
-  for (const auto& [bname, buffer] : buffers_) {
-    const Tensor& t = take(bname);
-    if (!(t.shape() == buffer.shape()))
-      throw ShapeError(
-          cat(name_, " load_state: entry '", bname, "' has shape ", t.shape(), ", expected ", buffer.shape()));
-    if (t.dtype() != buffer.dtype())
-      throw DTypeError(cat(name_, " load_state: entry '", bname, "' is ", dtype_name(t.dtype()), ", expected ",
-                           dtype_name(buffer.dtype())));
-    sources.push_back(&t);
-  }
-  if (!given.empty())
-    throw ValueError(cat(name_, " load_state: unexpected entry '", given.begin()->first, "'",
-                         given.size() > 1 ? cat(" (and ", given.size() - 1, " more)") : std::string(),
-                         "; this optimizer's state has only step, step.<param> and its buffers"));
+  for (size_t i = 0; i < params_.size(); ++i) updates[i] = read_count(*found[1 + i], name_, expected[1 + i].name);
 
   NoGradGuard no_grad;
   steps_ = steps;
   updates_ = updates;
-  for (size_t k = 0; k < buffers_.size(); ++k) buffers_[k].second.copy_(*sources[k]);
+  for (size_t k = 0; k < buffers_.size(); ++k) buffers_[k].second.copy_(*found[1 + params_.size() + k]);
 }
 
 }  // namespace tapegrad::optim

@@ -53,9 +53,12 @@ class Optimizer {
   /// A snapshot (fresh copies) of every state tensor by its stable name; see the header comment.
   NamedTensors state() const;
   /// Restores a snapshot taken by state() of an optimizer of the same kind over the same parameters.
-  /// Exactly the expected entries must be present: a missing, unexpected or duplicated entry or a bad
-  /// step count is a ValueError, a wrongly shaped entry a ShapeError, a wrong dtype a DTypeError, each
-  /// naming the entry. Everything is checked before anything is written, so a failed load changes nothing.
+  /// Exactly the expected entries must be present. One error names every missing, unexpected, wrongly
+  /// shaped and wrongly typed entry ("Adam load_state: 1 missing ('exp_avg.w' [3,4]), 1 unexpected (...)"):
+  /// a ShapeError when only shapes are wrong, a DTypeError when only dtypes are (a float32 buffer widens
+  /// into a float64 optimizer; float64 into float32 is refused), a ValueError otherwise and for a
+  /// duplicated entry or a bad step count. Everything is checked before anything is written, so a failed
+  /// load changes nothing.
   void load_state(const NamedTensors& state);
 
  protected:

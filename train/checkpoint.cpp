@@ -3,13 +3,18 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "autograd/tape.h"
+#include "train/read_file.h"
 #include "train/safetensors.h"
+#include "train/strict_json.h"
+#include "train/tsv.h"
 
 namespace tapegrad {
 
@@ -29,14 +34,6 @@ void fsync_path(const std::string& path) {
   if (rc != 0) throw IOError(cat(path, ": fsync failed"));
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError(cat(path, ": cannot read"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 /// Points link at target by creating link.tmp and renaming it over link (atomic on POSIX).
 void swap_symlink(const fs::path& link, const fs::path& target) {
   const fs::path tmp = link.string() + ".tmp";
@@ -44,16 +41,6 @@ void swap_symlink(const fs::path& link, const fs::path& target) {
   fs::remove(tmp, ignored);
   fs::create_directory_symlink(target, tmp);
   fs::rename(tmp, link);
-}
-
-template <class T>
-T get(const nlohmann::json& config, const char* key, const std::string& path) {
-  if (!config.contains(key)) throw IOError(cat(path, ": missing key '", key, "'"));
-  try {
-    return config.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw IOError(cat(path, ": key '", key, "' has the wrong type (", config.at(key).dump(), ")"));
-  }
 }
 
 }  // namespace
@@ -76,64 +63,108 @@ nlohmann::json model_config_json(const nn::ClassifierOptions& o) {
           {"pad_id", o.pad_id}};
 }
 
-nn::ClassifierOptions read_model_config(const std::string& path) {
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(read_text(path));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw IOError(cat(path, ": not valid JSON (", e.what(), ")"));
-  }
-  if (!config.is_object()) throw IOError(cat(path, ": expected a JSON object"));
+nn::ClassifierOptions model_options_from_json(const nlohmann::json& config, const std::string& file,
+                                              const std::string& prefix) {
+  JsonFields f(config, file, prefix);
   nn::ClassifierOptions o;
-  o.vocab_size = get<int64_t>(config, "vocab_size", path);
-  o.d_model = get<int64_t>(config, "d_model", path);
-  o.n_heads = get<int64_t>(config, "n_heads", path);
-  o.d_ff = get<int64_t>(config, "d_ff", path);
-  o.n_layers = get<int64_t>(config, "n_layers", path);
-  o.context_length = get<int64_t>(config, "context_length", path);
-  o.num_classes = get<int64_t>(config, "num_classes", path);
-  o.norm_first = get<bool>(config, "norm_first", path);
-  o.layer_norm_eps = get<double>(config, "layer_norm_eps", path);
-  o.final_norm = get<bool>(config, "final_norm", path);
-  o.dropout = get<double>(config, "dropout", path);
-  o.pad_id = get<int64_t>(config, "pad_id", path);
+  o.vocab_size = f.integer("vocab_size");
+  o.d_model = f.integer("d_model");
+  o.n_heads = f.integer("n_heads");
+  o.d_ff = f.integer("d_ff");
+  o.n_layers = f.integer("n_layers");
+  o.context_length = f.integer("context_length");
+  o.num_classes = f.integer("num_classes");
+  o.norm_first = f.boolean("norm_first");
+  o.layer_norm_eps = f.number("layer_norm_eps");
+  o.final_norm = f.boolean("final_norm");
+  o.dropout = f.number("dropout");
+  o.pad_id = f.integer("pad_id");
+  const auto choice = [&](const char* key, auto parse) {
+    const std::string name = f.string(key);
+    try {
+      return parse(name);
+    } catch (const ValueError& e) {
+      throw IOError(cat(file, ": ", f.quoted(key), ": ", e.what()));
+    }
+  };
+  o.activation = choice("activation", nn::parse_activation);
+  o.pool = choice("pool", nn::parse_pooling);
+  o.positional = choice("positional", nn::parse_positional);
+  f.refuse_unknown();
   try {
-    o.activation = nn::parse_activation(get<std::string>(config, "activation", path));
-    o.pool = nn::parse_pooling(get<std::string>(config, "pool", path));
-    o.positional = nn::parse_positional(get<std::string>(config, "positional", path));
+    nn::validate(o, prefix.empty() ? file : cat(file, ": '", prefix.substr(0, prefix.size() - 1), "'"));
   } catch (const ValueError& e) {
-    throw IOError(cat(path, ": ", e.what()));
+    throw IOError(e.what());
   }
-  const std::pair<const char*, int64_t> positive[] = {
-      {"vocab_size", o.vocab_size},         {"d_model", o.d_model},        {"n_heads", o.n_heads}, {"d_ff", o.d_ff},
-      {"context_length", o.context_length}, {"num_classes", o.num_classes}};
-  for (auto [key, value] : positive)
-    if (value <= 0 || value > (int64_t{1} << 24)) throw IOError(cat(path, ": '", key, "' = ", value, " is out of range"));
-  // No encoder layers is a valid model (embeddings, pooling, head), as in nn::TransformerEncoder and PyTorch.
-  if (o.n_layers < 0 || o.n_layers > (int64_t{1} << 24))
-    throw IOError(cat(path, ": 'n_layers' = ", o.n_layers, " is out of range"));
   return o;
 }
 
-std::vector<std::string> read_labels(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IOError(cat(path, ": cannot read"));
+nn::ClassifierOptions parse_model_config(std::string_view text, const std::string& name) {
+  // config.json is one flat object: depth 0 is the object, and no value inside it is a container.
+  return model_options_from_json(parse_json_strictly(text, name, 1), name);
+}
+
+nn::ClassifierOptions read_model_config(const std::string& path) {
+  return parse_model_config(read_whole_file(path, kJsonFileLimit), path);
+}
+
+std::vector<std::string> parse_labels(std::string_view text, const std::string& path) {
+  if (text.substr(0, 3) == "\xef\xbb\xbf") text.remove_prefix(3);
+  if (text.empty()) throw IOError(cat(path, ": empty file: no labels"));
   std::vector<std::string> labels;
   std::set<std::string> seen;
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) throw IOError(cat(path, ":", number, ": empty label"));
-    if (!seen.insert(line).second) throw IOError(cat(path, ":", number, ": duplicate label '", line, "'"));
-    labels.push_back(line);
+  int64_t number = 0;
+  while (!text.empty()) {
+    const size_t newline = text.find('\n');
+    std::string_view line = text.substr(0, newline);
+    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const auto where = [&] { return cat(path, ":", number, ": "); };
+    if (line.empty()) throw IOError(cat(where(), "empty label"));
+    if (const size_t bad = find_invalid_utf8(line); bad != line.size())
+      throw IOError(cat(where(), "invalid UTF-8 at byte ", bad + 1, " of the line"));
+    if (const size_t nul = line.find('\0'); nul != std::string_view::npos)
+      throw IOError(cat(where(), "NUL byte at byte ", nul + 1, " of the line"));
+    if (const size_t tab = line.find('\t'); tab != std::string_view::npos)
+      throw IOError(cat(where(), "label contains a tab at byte ", tab + 1, " (a TSV label ends at the first tab)"));
+    const std::string label(line);
+    if (std::isspace(static_cast<unsigned char>(label.front())) || std::isspace(static_cast<unsigned char>(label.back())))
+      throw IOError(cat(where(), "label '", label, "' has leading or trailing whitespace"));
+    if (!seen.insert(label).second) throw IOError(cat(where(), "duplicate label '", label, "'"));
+    labels.push_back(label);
   }
-  if (labels.empty()) throw IOError(cat(path, ": no labels"));
   return labels;
 }
 
+std::vector<std::string> read_labels(const std::string& path) {
+  return parse_labels(read_whole_file(path, kTokenListLimit), path);
+}
+
+namespace {
+
+/// The first NaN or infinity among the floating tensors, as "'name' element i is nan"; empty when none.
+std::string first_non_finite(const SafetensorsFile& weights) {
+  for (const auto& [name, t] : weights.tensors) {
+    if (!is_floating(t.dtype())) continue;
+    std::string found;
+    dispatch_float(t.dtype(), "load_model", [&](auto tag) {
+      using T = decltype(tag);
+      const T* values = t.data<T>();
+      for (int64_t i = 0; i < t.numel() && found.empty(); ++i)
+        if (!std::isfinite(values[i])) found = cat("tensor '", name, "' element ", i, " is ", values[i]);
+    });
+    if (!found.empty()) return found;
+  }
+  return {};
+}
+
+}  // namespace
+
 LoadedModel load_model(const std::string& dir) {
   LoadedModel loaded;
-  loaded.options = read_model_config(dir + "/config.json");
+  const std::string config_path = dir + "/config.json";
+  loaded.options = read_model_config(config_path);
   loaded.vocab = Vocab::load(dir + "/vocab.txt");
   loaded.labels = read_labels(dir + "/labels.txt");
   if (loaded.vocab.size() != loaded.options.vocab_size)
@@ -142,10 +173,22 @@ LoadedModel load_model(const std::string& dir) {
   if (static_cast<int64_t>(loaded.labels.size()) != loaded.options.num_classes)
     throw IOError(cat(dir, "/labels.txt: ", loaded.labels.size(), " labels, but config.json says num_classes ",
                       loaded.options.num_classes));
+  // The weights are read (no more than the file holds) and checked before the model is built: a
+  // config.json that claims a huge model beside a small weights file must not allocate that model.
+  const std::string weights_path = dir + "/model.safetensors";
+  const SafetensorsFile weights = load_safetensors(weights_path);
+  const int64_t expected = nn::parameter_count(loaded.options);
+  int64_t held = 0;
+  for (const auto& [name, t] : weights.tensors) held += t.numel();  // <= the file's bytes: no overflow
+  // Up to twice the file (plus 1M) is built so that load_state_dict can name what is missing; beyond
+  // that the sizes alone say the two files do not belong together.
+  if (expected > 2 * held + (int64_t{1} << 20))
+    throw IOError(cat(weights_path, ": holds ", held, " values, but ", config_path, " describes a model of ", expected,
+                      " parameters"));
+  if (const std::string bad = first_non_finite(weights); !bad.empty())
+    throw IOError(cat(weights_path, ": ", bad, " (the weights are not finite)"));
   Generator unused(0);
   loaded.model = std::make_unique<nn::SequenceClassifier>(loaded.options, unused, std::make_shared<Generator>(0));
-  const std::string weights_path = dir + "/model.safetensors";
-  SafetensorsFile weights = load_safetensors(weights_path);
   try {
     loaded.model->load_state_dict(weights.tensors);
   } catch (const Error& e) {

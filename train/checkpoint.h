@@ -10,6 +10,7 @@
 // `latest` (and `best`) to point at it. The names users open — out/model.safetensors, out/config.json, ...
 // and out/best/... — resolve through those symlinks, so at any moment they show one complete checkpoint.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -22,7 +23,14 @@ namespace tapegrad {
 
 /// config.json of a classifier; the keys are documented in docs/checkpoints.md.
 nlohmann::json model_config_json(const nn::ClassifierOptions& options);
-/// Reads and validates config.json (IOError naming the file and the key).
+/// The model options of a config.json object, read strictly (strict_json.h: every key present, of
+/// exactly its type, no unknown key) and validated (nn::validate); IOError naming `file` and the key
+/// (prefix + key: "model." inside trainer.json).
+nn::ClassifierOptions model_options_from_json(const nlohmann::json& config, const std::string& file,
+                                              const std::string& prefix = "");
+/// Parses the text of a config.json (see model_options_from_json); IOError naming `name` (the file).
+nn::ClassifierOptions parse_model_config(std::string_view text, const std::string& name);
+/// Reads config.json (a regular file or a pipe, at most 16 MiB) and parses it.
 nn::ClassifierOptions read_model_config(const std::string& path);
 
 /// What `predict`, `eval` and `--init` need of a checkpoint.
@@ -33,7 +41,10 @@ struct LoadedModel {
   std::unique_ptr<nn::SequenceClassifier> model;
 };
 /// Loads config.json, vocab.txt, labels.txt and model.safetensors from dir, with checks that they agree
-/// (vocabulary size, number of labels, every weight's name and shape); IOError naming the file otherwise.
+/// (vocabulary size, number of labels, every weight's name, shape and dtype, all at once) and that every
+/// weight is finite (the first NaN or infinity is named by tensor and element); IOError naming the file
+/// otherwise. The weights file is read before the model is built, and a config.json describing a model
+/// more than twice the size of the weights file is refused without building it.
 LoadedModel load_model(const std::string& dir);
 
 /// Everything one checkpoint write needs.
@@ -53,7 +64,13 @@ void write_checkpoint_folder(const std::string& dir, const CheckpointContents& c
 /// checkpoint folders nothing points at any more (including ones a killed run left half-written).
 void publish_checkpoint(const std::string& out, int64_t step, const CheckpointContents& contents, bool is_best);
 
-/// Reads labels.txt (one label per line); IOError naming file and line for an empty or duplicate one.
+/// Parses the text of labels.txt: one label per line, line k (1-based) naming class k - 1. As vocab.txt, a
+/// UTF-8 byte order mark at the start and a '\r' before each '\n' are accepted. A label is what a TSV
+/// label can be: non-empty valid UTF-8 without a tab, a NUL byte or leading or trailing whitespace (a
+/// label cannot hold a newline: it is one line). An empty file, a bad or duplicate label are IOErrors
+/// naming `name` (the file) and the line.
+std::vector<std::string> parse_labels(std::string_view text, const std::string& name);
+/// Reads labels.txt (a regular file or a pipe, at most 256 MiB) and parses it.
 std::vector<std::string> read_labels(const std::string& path);
 
 /// Writes text to path atomically (path.tmp, fsync, rename, fsync of the folder).

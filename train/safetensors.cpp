@@ -1,6 +1,7 @@
 #include "train/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,11 +10,12 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "autograd/error.h"
+#include "train/read_file.h"
+#include "train/tsv.h"
 
 namespace tapegrad {
 
@@ -190,6 +192,24 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
 
 }  // namespace
 
+namespace {
+
+/// The header length N: the first 8 bytes, little-endian.
+uint64_t header_length(const char* first8) {
+  uint64_t N = 0;
+  for (int i = 0; i < 8; ++i) N |= static_cast<uint64_t>(static_cast<unsigned char>(first8[i])) << (8 * i);
+  return N;
+}
+
+void check_header_length(uint64_t N, uint64_t file_size, const std::string& path) {
+  if (N > file_size - 8)
+    throw IOError(cat(path, ": header length ", N, " runs past the end of the ", file_size, "-byte file"));
+  if (N > kMaxSafetensorsHeader)
+    throw IOError(cat(path, ": header length ", N, " exceeds the limit of ", kMaxSafetensorsHeader, " bytes"));
+}
+
+}  // namespace
+
 const Tensor& SafetensorsFile::at(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return t;
@@ -274,36 +294,24 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   }
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw IOError(cat(path, ": cannot open: is a directory"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError(cat(path, ": cannot open: ", errno_text()));
-  in.seekg(0, std::ios::end);
-  const std::streamoff end_position = in.tellg();
-  if (end_position < 0) throw IOError(cat(path, ": cannot determine the file size"));
-  const uint64_t file_size = static_cast<uint64_t>(end_position);
-  in.seekg(0);
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path) {
+  const uint64_t file_size = bytes.size();
   if (file_size < 8)
     throw IOError(cat(path, ": ", file_size, " bytes is too short for a safetensors file (8-byte header length)"));
-
-  unsigned char length[8];
-  if (!in.read(reinterpret_cast<char*>(length), 8)) throw IOError(cat(path, ": read failed"));
-  uint64_t N = 0;
-  for (int i = 0; i < 8; ++i) N |= static_cast<uint64_t>(length[i]) << (8 * i);
-  if (N > file_size - 8)
-    throw IOError(cat(path, ": header length ", N, " runs past the end of the ", file_size, "-byte file"));
-  if (N > kMaxSafetensorsHeader)
-    throw IOError(cat(path, ": header length ", N, " exceeds the limit of ", kMaxSafetensorsHeader, " bytes"));
-  std::string text(N, '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(N))) throw IOError(cat(path, ": read failed in the header"));
+  const uint64_t N = header_length(bytes.data());
+  check_header_length(N, file_size, path);
+  const std::string_view text = bytes.substr(8, N);
   if (text.empty() || text[0] != '{') throw IOError(cat(path, ": header does not start with '{'"));
+  // nlohmann checks UTF-8 inside strings too, but this names the byte, and covers bytes outside strings.
+  if (const size_t bad = find_invalid_utf8(text); bad != text.size())
+    throw IOError(cat(path, ": header is not valid UTF-8 at byte ", 8 + bad, " of the file"));
   const uint64_t buffer_size = file_size - 8 - N;
+  const std::string_view buffer = bytes.substr(8 + N);
 
   Json header;
   try {
     header = Json::parse(text, HeaderGuard(path));
-  } catch (const nlohmann::json::exception& e) {  // invalid JSON or UTF-8, a number out of range, ...
+  } catch (const nlohmann::json::exception& e) {  // invalid JSON, a number out of range, ...
     throw IOError(cat(path, ": header is not valid JSON: ", e.what()));
   }
   if (!header.is_object()) throw IOError(cat(path, ": header is a JSON ", header.type_name(), ", not an object"));
@@ -320,6 +328,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
       }
       continue;
     }
+    if (name.empty()) throw IOError(cat(path, ": a tensor has an empty name"));
     entries.push_back(parse_entry(path, name, value, buffer_size));
   }
 
@@ -345,25 +354,37 @@ SafetensorsFile load_safetensors(const std::string& path) {
   if (covered != buffer_size)
     throw IOError(cat(path, ": bytes [", covered, ", ", buffer_size, ") of the buffer belong to no tensor"));
 
-  // Sizes are now known to fit the file: allocating and reading cannot go out of bounds.
-  std::vector<Tensor> data(entries.size());
-  for (const Entry* e : by_offset) {
-    Tensor t = empty(e->shape, e->dtype);
-    const uint64_t nbytes = e->end - e->begin;
-    if (nbytes > 0) {
-      in.seekg(static_cast<std::streamoff>(8 + N + e->begin));
-      if (!in.read(static_cast<char*>(t.storage()->data), static_cast<std::streamsize>(nbytes)))
-        throw IOError(cat(path, ": tensor '", e->name, "': read failed (did the file change?)"));
-    }
-    if (e->dtype == DType::boolean) {
-      const auto* bytes = static_cast<const unsigned char*>(t.storage()->data);
+  // Sizes are now known to fit the buffer: allocating (no more than the file's size) and copying cannot
+  // go out of bounds.
+  for (const Entry& e : entries) {
+    Tensor t = empty(e.shape, e.dtype);
+    const uint64_t nbytes = e.end - e.begin;
+    if (nbytes > 0) std::memcpy(t.storage()->data, buffer.data() + e.begin, nbytes);
+    if (e.dtype == DType::boolean) {
+      const auto* flags = static_cast<const unsigned char*>(t.storage()->data);
       for (uint64_t i = 0; i < nbytes; ++i)
-        if (bytes[i] > 1) throw IOError(cat(path, ": tensor '", e->name, "': BOOL byte ", i, " is ", int(bytes[i])));
+        if (flags[i] > 1) throw IOError(cat(path, ": tensor '", e.name, "': BOOL byte ", i, " is ", int(flags[i])));
     }
-    data[static_cast<size_t>(e - entries.data())] = std::move(t);
+    file.tensors.emplace_back(e.name, std::move(t));
   }
-  for (size_t i = 0; i < entries.size(); ++i) file.tensors.emplace_back(entries[i].name, std::move(data[i]));
   return file;
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  // A regular file's header length is checked before the file is read whole, so a file claiming a header
+  // of 2^63 bytes (or over the limit) costs 8 bytes of reading, not the whole file. A pipe can be read
+  // only once: parse_safetensors checks it then.
+  struct stat info;
+  if (::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && info.st_size >= 8) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      char length[8];
+      const bool got = ::read(fd, length, 8) == 8;
+      ::close(fd);
+      if (got) check_header_length(header_length(length), static_cast<uint64_t>(info.st_size), path);
+    }
+  }
+  return parse_safetensors(read_whole_file(path, kSafetensorsLimit), path);
 }
 
 }  // namespace tapegrad

@@ -10,6 +10,7 @@
 // Writing pads the header to a multiple of 8 so that every tensor starts 8-byte aligned in the file.
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -36,10 +37,15 @@ struct SafetensorsFile {
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
-/// Reads a safetensors file, treating it as hostile: every size and offset is checked before use, and any
-/// malformation (short file, header length out of bounds, invalid JSON, unknown dtype, bad shape, size
-/// mismatch, offsets out of the buffer, overlaps or gaps, duplicate names, non-string metadata) is an
-/// IOError naming the file and, where there is one, the tensor.
+/// Parses the bytes of a safetensors file, treating them as hostile: every size and offset is checked
+/// before use, and any malformation (short file, header length out of bounds or over 100 MiB, a header
+/// that is not UTF-8 or not JSON or nests too deep, unknown dtype, unknown or missing field, bad shape,
+/// size mismatch, offsets out of the buffer, overlaps or gaps, duplicate or empty names, non-string
+/// metadata, a BOOL byte other than 0 and 1) is an IOError naming `name` (the file) and, where there is
+/// one, the tensor. Nothing is read outside bytes, and tensors allocate no more than bytes.size().
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& name);
+
+/// Reads the file whole (read_whole_file: a regular file or a pipe, at most 4 GiB) and parses it.
 SafetensorsFile load_safetensors(const std::string& path);
 
 }  // namespace tapegrad

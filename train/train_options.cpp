@@ -6,6 +6,7 @@
 #include "autograd/error.h"
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
+#include "train/strict_json.h"
 
 namespace tapegrad {
 
@@ -99,58 +100,46 @@ json to_json(const TrainOptions& o) {
 }
 
 TrainOptions train_options_from_json(const json& j, const std::string& path) {
-  try {
-    TrainOptions o;
-    const json& t = j.at("task");
-    o.task = {t.at("name").get<std::string>(), t.at("symbols").get<int64_t>(), t.at("min_len").get<int64_t>(),
-              t.at("max_len").get<int64_t>()};
-    o.data = j.at("data").get<std::string>();
-    o.valid = j.at("valid").get<std::string>();
-    o.valid_fraction = j.at("valid_fraction").get<double>();
-    o.train_size = j.at("train_size").get<int64_t>();
-    const json& m = j.at("model");
-    o.model.vocab_size = m.at("vocab_size").get<int64_t>();
-    o.model.d_model = m.at("d_model").get<int64_t>();
-    o.model.n_heads = m.at("n_heads").get<int64_t>();
-    o.model.d_ff = m.at("d_ff").get<int64_t>();
-    o.model.n_layers = m.at("n_layers").get<int64_t>();
-    o.model.context_length = m.at("context_length").get<int64_t>();
-    o.model.num_classes = m.at("num_classes").get<int64_t>();
-    o.model.norm_first = m.at("norm_first").get<bool>();
-    o.model.activation = nn::parse_activation(m.at("activation").get<std::string>());
-    o.model.pool = nn::parse_pooling(m.at("pool").get<std::string>());
-    o.model.positional = nn::parse_positional(m.at("positional").get<std::string>());
-    o.model.layer_norm_eps = m.at("layer_norm_eps").get<double>();
-    o.model.final_norm = m.at("final_norm").get<bool>();
-    o.model.dropout = m.at("dropout").get<double>();
-    o.model.pad_id = m.at("pad_id").get<int64_t>();
-    o.context_length = j.at("context_length").get<int64_t>();
-    o.optimizer = j.at("optimizer").get<std::string>();
-    o.lr = j.at("lr").get<double>();
-    o.weight_decay = j.at("weight_decay").get<double>();
-    o.momentum = j.at("momentum").get<double>();
-    o.warmup = j.at("warmup").get<int64_t>();
-    o.schedule = j.at("schedule").get<std::string>();
-    o.clip_grad = j.at("clip_grad").get<double>();
-    o.batch_size = j.at("batch_size").get<int64_t>();
-    o.steps = j.at("steps").get<int64_t>();
-    o.epochs = j.at("epochs").get<int64_t>();
-    o.seed = j.at("seed").get<uint64_t>();
-    o.threads = j.at("threads").get<int>();
-    o.eval_every = j.at("eval_every").get<int64_t>();
-    // Runs from before --log-every wrote rows only at validations; resumed, they go on doing so.
-    o.log_every = j.value("log_every", o.eval_every);
-    o.target_acc = j.at("target_acc").get<double>();
-    o.out = j.at("out").get<std::string>();
-    o.init = j.at("init").get<std::string>();
-    o.shuffle = j.at("shuffle").get<bool>();
-    o.overwrite = j.value("overwrite", false);
-    return o;
-  } catch (const json::exception& e) {
-    throw IOError(cat(path, ": malformed training options (", e.what(), ")"));
-  } catch (const ValueError& e) {
-    throw IOError(cat(path, ": ", e.what()));
+  // Strict as config.json is (strict_json.h): trainer.json decides how a resumed run goes on, so a value
+  // of the wrong type or a misspelt key must not be converted or ignored.
+  JsonFields f(j, path, "options.");
+  TrainOptions o;
+  {
+    JsonFields t(f.object("task"), path, "options.task.");
+    o.task = {t.string("name"), t.integer("symbols"), t.integer("min_len"), t.integer("max_len")};
+    t.refuse_unknown();
   }
+  o.data = f.string("data");
+  o.valid = f.string("valid");
+  o.valid_fraction = f.number("valid_fraction");
+  o.train_size = f.integer("train_size");
+  o.model = model_options_from_json(f.object("model"), path, "options.model.");
+  o.context_length = f.integer("context_length");
+  o.optimizer = f.string("optimizer");
+  o.lr = f.number("lr");
+  o.weight_decay = f.number("weight_decay");
+  o.momentum = f.number("momentum");
+  o.warmup = f.integer("warmup");
+  o.schedule = f.string("schedule");
+  o.clip_grad = f.number("clip_grad");
+  o.batch_size = f.integer("batch_size");
+  o.steps = f.integer("steps");
+  o.epochs = f.integer("epochs");
+  o.seed = f.unsigned_integer("seed");
+  const int64_t threads = f.integer("threads");
+  if (threads < 0 || threads > 4096)
+    throw IOError(cat(path, ": ", f.quoted("threads"), " = ", threads, " is outside [0, 4096]"));
+  o.threads = static_cast<int>(threads);
+  o.eval_every = f.integer("eval_every");
+  // Runs from before --log-every wrote rows only at validations; resumed, they go on doing so.
+  o.log_every = f.has("log_every") ? f.integer("log_every") : o.eval_every;
+  o.target_acc = f.number("target_acc");
+  o.out = f.string("out");
+  o.init = f.string("init");
+  o.shuffle = f.boolean("shuffle");
+  o.overwrite = f.has("overwrite") ? f.boolean("overwrite") : false;
+  f.refuse_unknown();
+  return o;
 }
 
 }  // namespace tapegrad

@@ -65,6 +65,9 @@ struct TrainOptions {
 void validate(const TrainOptions& options);
 
 nlohmann::json to_json(const TrainOptions& options);
+/// The options object of trainer.json (path names the file in errors), read as strictly as config.json:
+/// every key present (log_every and overwrite may be absent in older runs), of exactly its type, no
+/// unknown key, and the model validated; IOError "path: 'options.<key>' what is wrong" otherwise.
 TrainOptions train_options_from_json(const nlohmann::json& json, const std::string& path);
 
 }  // namespace tapegrad

@@ -1,15 +1,12 @@
 #include "train/tsv.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <set>
 
 #include "autograd/error.h"
 #include "autograd/random.h"
+#include "train/read_file.h"
 
 namespace tapegrad {
 
@@ -57,35 +54,37 @@ size_t find_invalid_utf8(std::string_view text) {
   return n;
 }
 
-LabelledData read_tsv(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw IOError(cat(path, ": cannot open: is a directory"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError(cat(path, ": cannot open: ", std::strerror(errno)));
+LabelledData parse_tsv(std::string_view text, const std::string& path) {
+  if (text.substr(0, 3) == "\xef\xbb\xbf") text.remove_prefix(3);
   LabelledData data;
-  std::string line;
   int64_t line_number = 0;
-  while (std::getline(in, line)) {
+  while (!text.empty()) {
+    const size_t newline = text.find('\n');
+    std::string_view line = text.substr(0, newline);
+    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
     ++line_number;
-    if (line_number == 1 && line.rfind("\xef\xbb\xbf", 0) == 0) line.erase(0, 3);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const auto where = [&] { return cat(path, ":", line_number, ": "); };
     const size_t bad = find_invalid_utf8(line);
     if (bad != line.size()) throw IOError(cat(where(), "invalid UTF-8 at byte ", bad + 1, " of the line"));
+    if (const size_t nul = line.find('\0'); nul != std::string_view::npos)
+      throw IOError(cat(where(), "NUL byte at byte ", nul + 1, " of the line (a binary file?)"));
     if (blank(line)) continue;
     const size_t tab = line.find('\t');
-    if (tab == std::string::npos) throw IOError(cat(where(), "no tab: expected label<TAB>text"));
-    Example example{line.substr(0, tab), line.substr(tab + 1)};
+    if (tab == std::string_view::npos) throw IOError(cat(where(), "no tab: expected label<TAB>text"));
+    Example example{std::string(line.substr(0, tab)), std::string(line.substr(tab + 1))};
     if (example.label.empty()) throw IOError(cat(where(), "empty label"));
     if (is_space(example.label.front()) || is_space(example.label.back()))
       throw IOError(cat(where(), "label '", example.label, "' has leading or trailing whitespace"));
     if (blank(example.text)) throw IOError(cat(where(), "empty text (label '", example.label, "')"));
     data.examples.push_back(std::move(example));
   }
-  if (in.bad()) throw IOError(cat(path, ":", line_number + 1, ": read failed: ", std::strerror(errno)));
-  if (data.examples.empty()) throw IOError(cat(path, ": empty file: no label<TAB>text lines"));
+  if (data.examples.empty())
+    throw IOError(cat(path, ": empty file: no label<TAB>text lines (", line_number, " blank lines)"));
   return data;
 }
+
+LabelledData read_tsv(const std::string& path) { return parse_tsv(read_whole_file(path, kTsvLimit), path); }
 
 std::vector<std::string> sorted_labels(const std::vector<Example>& examples) {
   std::set<std::string> labels;

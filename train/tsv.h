@@ -5,8 +5,8 @@
 //   - a trailing '\r' (CRLF files) and a UTF-8 byte order mark at the start of the file are ignored;
 //   - blank lines (empty or only whitespace) are skipped;
 //   - errors are IOErrors "file:line: what is wrong": a missing tab, an empty label or one with leading or
-//     trailing whitespace, a text with no words, invalid UTF-8; also an unreadable file and a file with
-//     no examples.
+//     trailing whitespace, a text with no words, invalid UTF-8, a NUL byte; also an unreadable file, a
+//     directory or device, a file over 1 GiB (read_file.h says why) and a file with no examples.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -20,7 +20,10 @@ struct LabelledData {
   std::vector<Example> examples;  // in file order
 };
 
-/// Reads a label<TAB>text file (see above); any problem is an IOError naming the file and line.
+/// Parses the text of a label<TAB>text file (see above); any problem is an IOError naming `name` (the
+/// file) and the line.
+LabelledData parse_tsv(std::string_view text, const std::string& name);
+/// Reads a label<TAB>text file whole (a regular file or a pipe, read once; at most 1 GiB) and parses it.
 LabelledData read_tsv(const std::string& path);
 
 /// Offset of the first byte that is not part of valid UTF-8 (overlong forms, surrogates and code points

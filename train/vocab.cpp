@@ -2,10 +2,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 
 #include "autograd/error.h"
+#include "train/read_file.h"
+#include "train/tsv.h"
 
 namespace tapegrad {
 
@@ -78,46 +79,57 @@ const std::string& Vocab::token(int64_t id) const {
   return tokens_[static_cast<size_t>(id)];
 }
 
+std::string Vocab::text() const {
+  std::string out;
+  for (const std::string& t : tokens_) out.append(t).push_back('\n');
+  return out;
+}
+
 void Vocab::save(const std::string& path) const {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw IOError(cat(path, ": cannot open for writing: ", std::strerror(errno)));
-  for (const std::string& t : tokens_) out << t << '\n';
+  out << text();
   out.flush();
   if (!out) throw IOError(cat(path, ": write failed: ", std::strerror(errno)));
 }
 
-Vocab Vocab::load(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw IOError(cat(path, ": cannot open: is a directory"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IOError(cat(path, ": cannot open: ", std::strerror(errno)));
+Vocab Vocab::parse(std::string_view text, const std::string& path) {
+  if (text.substr(0, 3) == "\xef\xbb\xbf") text.remove_prefix(3);
+  if (text.empty()) throw IOError(cat(path, ": empty file (a vocabulary starts with <pad>, <unk>, <cls>)"));
   Vocab vocab;
   vocab.tokens_.clear();
   vocab.ids_.clear();
   const std::vector<std::string>& reserved = reserved_tokens();
-  std::string line;
   int64_t line_number = 0;
-  while (std::getline(in, line)) {
+  while (!text.empty()) {
+    const size_t newline = text.find('\n');
+    std::string_view line = text.substr(0, newline);
+    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
     ++line_number;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const auto where = [&] { return cat(path, ":", line_number, ": "); };
     const int64_t id = line_number - 1;
-    if (line.empty()) throw IOError(cat(path, ":", line_number, ": empty line (every line is one token)"));
-    for (char c : line)
-      if (is_space(c)) throw IOError(cat(path, ":", line_number, ": token '", line, "' contains whitespace"));
-    if (id < kReserved && line != reserved[id])
-      throw IOError(
-          cat(path, ":", line_number, ": expected the reserved token ", reserved[id], ", found '", line, "'"));
-    const auto seen = vocab.ids_.find(line);
+    if (line.empty()) throw IOError(cat(where(), "empty line (every line is one token)"));
+    if (const size_t bad = find_invalid_utf8(line); bad != line.size())
+      throw IOError(cat(where(), "invalid UTF-8 at byte ", bad + 1, " of the line"));
+    if (const size_t nul = line.find('\0'); nul != std::string_view::npos)
+      throw IOError(cat(where(), "NUL byte at byte ", nul + 1, " of the line"));
+    const std::string token(line);
+    for (char c : token)
+      if (is_space(c)) throw IOError(cat(where(), "token '", token, "' contains whitespace"));
+    if (id < kReserved && token != reserved[id])
+      throw IOError(cat(where(), "expected the reserved token ", reserved[id], ", found '", token, "'"));
+    const auto seen = vocab.ids_.find(token);
     if (seen != vocab.ids_.end())
-      throw IOError(
-          cat(path, ":", line_number, ": duplicate token '", line, "' (first on line ", seen->second + 1, ")"));
-    vocab.add(line);
+      throw IOError(cat(where(), "duplicate token '", token, "' (first on line ", seen->second + 1, ")"));
+    vocab.add(token);
   }
-  if (in.bad()) throw IOError(cat(path, ": read failed: ", std::strerror(errno)));
   if (vocab.size() < kReserved)
     throw IOError(cat(path, ":", line_number + 1, ": missing the reserved token ", reserved[vocab.size()],
                       " (the file must start with <pad>, <unk>, <cls>)"));
   return vocab;
 }
+
+Vocab Vocab::load(const std::string& path) { return parse(read_whole_file(path, kTokenListLimit), path); }
 
 }  // namespace tapegrad

@@ -4,7 +4,10 @@
 //   id 0 <pad>: fills a batch row past its sequence's end (the key padding mask marks it)
 //   id 1 <unk>: any word the vocabulary has not seen
 //   id 2 <cls>: optionally prepended to every sequence as the pooling position
-// On disk it is vocab.txt: one token per line, line k (1-based) holding id k - 1.
+// On disk it is vocab.txt: one token per line, line k (1-based) holding id k - 1. Reading accepts what
+// editors make of it, as the TSV reader does: a UTF-8 byte order mark at the start is skipped and a '\r'
+// before each '\n' (CRLF) is dropped. Every line must be one word of the tokenizer: non-empty valid UTF-8
+// without whitespace or NUL bytes, and no word twice.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -49,10 +52,15 @@ class Vocab {
   /// All tokens, indexed by id.
   const std::vector<std::string>& tokens() const { return tokens_; }
 
-  /// Writes vocab.txt (one token per line, id = line index); an unwritable file is an IOError.
+  /// The text of vocab.txt: every token followed by '\n', in id order.
+  std::string text() const;
+  /// Writes vocab.txt (text()); an unwritable file is an IOError.
   void save(const std::string& path) const;
-  /// Reads vocab.txt; an unreadable file, an empty or duplicated line, a token containing whitespace or
-  /// reserved tokens not on lines 1..3 are IOErrors naming the file and line. A trailing '\r' is ignored.
+  /// Parses the text of a vocab.txt (see above); an empty file, an empty or duplicated line, invalid UTF-8,
+  /// a NUL byte, a token containing whitespace or reserved tokens not on lines 1..3 are IOErrors naming
+  /// `name` (the file) and the line.
+  static Vocab parse(std::string_view text, const std::string& name);
+  /// Reads vocab.txt whole (a regular file or a pipe, read once; at most 256 MiB) and parses it.
   static Vocab load(const std::string& path);
 
   friend bool operator==(const Vocab& a, const Vocab& b) { return a.tokens_ == b.tokens_; }

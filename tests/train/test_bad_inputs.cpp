@@ -71,6 +71,7 @@ std::vector<BadInput> bad_values(const std::string& out) {
       {"unknown pooling", "train --pool max" + out, "max"},
       {"task with one symbol", "train --symbols 1" + out, "symbols"},
       {"eval without a checkpoint", "eval --task majority", "--checkpoint"},
+      {"eval with neither --task nor --data", "eval --checkpoint x", "give --task or --data"},
       {"predict with an unknown flag", "predict --checkpoint x --text a --bogus", "--bogus"},
       {"gradcheck with an unknown flag", "gradcheck --bogus", "--bogus"},
   }};

@@ -257,7 +257,7 @@ TEST_CASE("train: corrupted safetensors files are IOErrors naming the file and t
       {"metadata_not_string", header_only(R"({"__metadata__":{"step":3}})", ""), "'step'"},
       {"bool_byte_not_0_or_1", header_only(R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", "\x01\x02"),
        "BOOL byte 1"},
-      {"invalid_utf8_name", header_only("{\"\xff\":{}}", ""), "not valid JSON"},
+      {"invalid_utf8_name", header_only("{\"\xff\":{}}", ""), "not valid UTF-8 at byte 10"},
       {"deep_nesting", header_only(R"({"x":{"dtype":"F32","shape":[[[[[[2]]]]]],"data_offsets":[0,8]}})", kEightBytes),
        "nests deeper"},
   };
