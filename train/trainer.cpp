@@ -19,8 +19,10 @@
 #include "train/batching.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/interrupt.h"
 #include "train/metrics.h"
 #include "train/plots.h"
+#include "train/run_lock.h"
 #include "train/safetensors.h"
 #include "train/training_stream.h"
 #include "train/tsv.h"
@@ -72,6 +74,7 @@ struct Run {
   optim::LrSchedule schedule;
   std::vector<MetricsRow> metrics;
   int64_t step = 0, total_steps = 0, truncated = 0, best_step = 0;
+  int64_t published_step = -1;  // the step of the checkpoint `latest` points at; -1: none yet
   double best_accuracy = -1, best_loss = 0, elapsed_before = 0;  // elapsed_before: seconds of earlier sessions
   double window_loss = 0;                                           // training loss summed since the last row
   int64_t window_steps = 0;
@@ -217,9 +220,54 @@ void setup_training(Run& run) {
   run.schedule.lr_at(0);  // validates the schedule before any work
 }
 
-void publish(Run& run, bool is_best, double elapsed) {
-  CheckpointContents contents{run.model.get(), &run.vocab, &run.labels, run.optimizer.get(), run.trainer_state(elapsed)};
-  publish_checkpoint(run.options.out, run.step, contents, is_best);
+/// What a run that stops early leaves behind, for its last message.
+std::string kept_checkpoint(const Run& run) {
+  if (run.published_step < 0) return cat("no checkpoint was saved yet in ", run.options.out);
+  return cat("the checkpoint of step ", run.published_step, " in ", run.options.out, " is intact");
+}
+
+/// The error that stops a run whose numbers stopped being finite at `step` (`what` says which).
+ValueError diverged(const Run& run, int64_t step, const std::string& what) {
+  const std::string kept = run.published_step < 0
+                               ? cat("no checkpoint was saved in ", run.options.out)
+                               : cat("the last good checkpoint (step ", run.published_step, ") is kept in ", run.options.out);
+  return ValueError(cat("training diverged at step ", step, " (", what, "): stopped; ", kept, "; lower --lr or set --clip-grad"));
+}
+
+/// The first parameter holding a NaN or an infinity, as "'name' holds inf", or "" when all are finite.
+std::string first_non_finite(const nn::SequenceClassifier& model) {
+  for (const auto& [name, p] : model.named_parameters()) {
+    const Tensor c = p.contiguous();
+    const auto find = [&](const auto* x) -> std::string {
+      for (int64_t i = 0; i < c.numel(); ++i)
+        if (!std::isfinite(x[i])) return cat("parameter '", name, "' holds ", static_cast<double>(x[i]));
+      return "";
+    };
+    const std::string found = c.dtype() == DType::float64 ? find(c.data<double>()) : find(c.data<float>());
+    if (!found.empty()) return found;
+  }
+  return "";
+}
+
+/// Writes metrics.csv, curves.svg and a checkpoint of this step, and publishes it as `latest` (and `best`).
+/// Weights that are not finite are never published; a failed write says which file, why, and which
+/// checkpoint is still intact (the folder being written is removed, the links never moved).
+void save_checkpoint(Run& run, bool is_best, double elapsed) {
+  const TrainOptions& o = run.options;
+  if (const std::string bad = first_non_finite(*run.model); !bad.empty()) throw diverged(run, run.step, bad + " after the update");
+  try {
+    // metrics.csv first: a kill before the publish leaves rows that resume drops (it keeps the rows up
+    // to the checkpoint's step); the other order would lose them for good.
+    write_metrics_csv(o.out + "/metrics.csv", run.metrics);
+    write_curves_svg(o.out + "/curves.svg", run.metrics, "tapegrad: " + (o.data.empty() ? o.task.name : o.data));
+    CheckpointContents contents{run.model.get(), &run.vocab, &run.labels, run.optimizer.get(), run.trainer_state(elapsed)};
+    publish_checkpoint(o.out, run.step, contents, is_best);
+  } catch (const IOError& e) {
+    throw IOError(cat(e.what(), "; ", kept_checkpoint(run)));
+  } catch (const std::filesystem::filesystem_error& e) {  // the links and folders of publish_checkpoint
+    throw IOError(cat(e.what(), "; ", kept_checkpoint(run)));
+  }
+  run.published_step = run.step;
 }
 
 /// The validation set's loss and accuracy, between two releases of the storage cache. Evaluation batches
@@ -286,9 +334,16 @@ TrainSummary loop(Run& run, std::ostream& log) {
   int64_t last_row_step = run.step;
   double last_row_train_seconds = timing.train_seconds, last_progress = 0;
   Lap lap;
+  InterruptGuard interrupts;  // SIGINT and SIGTERM, from here until the loop ends
 
   run.model->train();
   while (run.step < run.total_steps) {
+    if (const int signal = interrupts.received()) {  // at a step boundary: save this step, then stop
+      if (live) log << "\r\033[K" << std::flush;
+      if (run.published_step != run.step) save_checkpoint(run, false, seconds_now());
+      throw Interrupted(signal, cat("interrupted by ", signal_name(signal), " at step ", run.step,
+                                    ": checkpoint saved; continue with: tapegrad train --resume ", o.out));
+    }
     const Batch batch = make_batch(run.stream->next_batch(o.batch_size), run.vocab, run.labels, o.context_length, cls);
     run.truncated += batch.truncated;
     const Tensor logits = run.model->forward(batch.ids, batch.key_padding_mask);
@@ -296,8 +351,7 @@ TrainSummary loop(Run& run, std::ostream& log) {
     run.optimizer->zero_grad();
     backward(loss);
     const double loss_value = loss.item();  // the one float a step reads back; rows average it
-    if (!std::isfinite(loss_value))
-      throw ValueError(cat("training diverged at step ", run.step + 1, " (loss ", loss_value, "); lower --lr or set --clip-grad"));
+    if (!std::isfinite(loss_value)) throw diverged(run, run.step + 1, cat("loss ", loss_value));
     if (o.clip_grad > 0) optim::clip_grad_norm(params, o.clip_grad);
     run.optimizer->set_lr(run.schedule.lr_at(run.step));
     run.optimizer->step();
@@ -362,11 +416,7 @@ TrainSummary loop(Run& run, std::ostream& log) {
     }
     const bool reached = o.target_acc > 0 && eval.accuracy >= o.target_acc;
     if (reached) run.total_steps = run.step;  // early stop: this checkpoint is the last
-    // metrics.csv first: a kill before the publish leaves rows that resume drops (it keeps the rows up
-    // to the checkpoint's step); the other order would lose them for good.
-    write_metrics_csv(o.out + "/metrics.csv", run.metrics);
-    write_curves_svg(o.out + "/curves.svg", run.metrics, "tapegrad: " + (o.data.empty() ? o.task.name : o.data));
-    publish(run, is_best, row.elapsed_seconds);
+    save_checkpoint(run, is_best, row.elapsed_seconds);
     timing.checkpoint_seconds += lap.next();
     if (reached) {
       summary.reached_target = true;
@@ -412,10 +462,6 @@ json to_json(const TrainSummary& s) {
 
 TrainSummary train(const TrainOptions& options, std::ostream& log) {
   validate(options);
-  const fs::path out(options.out);
-  if (!options.overwrite && (fs::exists(out / "trainer.json") || fs::is_symlink(out / "latest")))
-    throw ValueError(cat("--out ", options.out, " already holds a training run: --resume it, choose another --out, ",
-                         "or pass --overwrite to replace it"));
   Run run;
   run.options = options;
   // Paths are saved absolute in trainer.json, so --resume works from any working directory.
@@ -437,7 +483,13 @@ TrainSummary train(const TrainOptions& options, std::ostream& log) {
   run.model = std::make_unique<nn::SequenceClassifier>(run.options.model, init_gen, run.dropout_rng);
   if (init) run.model->load_state_dict(init->model->state_dict());
   setup_training(run);
-  fs::create_directories(run.options.out);
+  // The lock before anything in --out is written or removed, and before the check below, so that a second
+  // trainer hears that the directory is in use rather than advice to resume it.
+  const RunLock lock(options.out, "--out");
+  const fs::path out(options.out);
+  if (!options.overwrite && (fs::exists(out / "trainer.json") || fs::is_symlink(out / "latest")))
+    throw ValueError(cat("--out ", options.out, " already holds a training run: --resume it, choose another --out, ",
+                         "or pass --overwrite to replace it"));
   std::error_code ignored;
   fs::remove(run.options.out + "/metrics.csv", ignored);
   log << "training " << run.model->parameter_count() << " parameters on "
@@ -460,6 +512,7 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
       throw IOError(cat(state_path, ": not valid JSON (", e.what(), ")"));
     }
   }
+  const RunLock lock(dir, "--resume");  // released when this run ends, however it ends
   Run run;
   try {
     run.options = train_options_from_json(state.at("options"), state_path);
@@ -501,6 +554,7 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
     setup_training(run);
     run.optimizer->load_state(load_safetensors(dir + "/optimizer.safetensors").tensors);
     run.step = state.at("step").get<int64_t>();
+    run.published_step = run.step;
     run.total_steps = options.steps > 0 ? options.steps : state.at("total_steps").get<int64_t>();
     if (options.steps > 0 && options.steps <= run.step)
       throw ValueError(cat("--steps ", options.steps, " is not more than the ", run.step, " steps ", dir, " has done"));

@@ -2,6 +2,7 @@
 // A bad flag, value or file gets one line on stderr and a non-zero exit, never a stack trace.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "train/bench.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/interrupt.h"
 #include "train/plots.h"
 #include "train/trainer.h"
 #include "train/tsv.h"
@@ -365,6 +367,9 @@ void add_bench(CLI::App& app, BenchFlags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f), write() fails with EFBIG, which the checkpoint code reports with
+  // the file's name, instead of SIGXFSZ killing the process without a word.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"tapegrad: a from-scratch training framework with a dynamic tape autograd"};
   app.require_subcommand(1);
   TrainFlags train_flags;
@@ -388,6 +393,9 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "tapegrad: %s (see --help)\n", e.what());
     return 2;
+  } catch (const Interrupted& e) {  // stopped by SIGINT or SIGTERM after saving: exit as a shell reports it
+    std::fprintf(stderr, "%s\n", e.what());
+    return 128 + e.signal;
   } catch (const std::exception& e) {
     const std::string sub = app.get_subcommands().empty() ? "" : " " + app.get_subcommands()[0]->get_name();
     std::fprintf(stderr, "tapegrad%s: %s\n", sub.c_str(), e.what());
