@@ -14,7 +14,7 @@
 #include "autograd/random.h"
 #include "support/temp_dir.h"
 
-namespace tapegrad::testing::cli {
+namespace tapegrad::testing {
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -118,4 +118,4 @@ inline std::string train_keyword_model(const TempDir& dir, Result* result = null
   return out;
 }
 
-}  // namespace tapegrad::testing::cli
+}  // namespace tapegrad::testing

@@ -13,7 +13,7 @@
 
 using namespace tapegrad;
 using testing::TempDir;
-using namespace testing::cli;
+using namespace testing;
 namespace fs = std::filesystem;
 
 namespace {
