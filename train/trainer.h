@@ -32,6 +32,9 @@ struct TrainSummary {
 nlohmann::json to_json(const TrainSummary& summary);
 
 /// Trains from scratch (or from options.init) into options.out; progress goes to log.
+/// While it trains (and so resume()): SIGINT or SIGTERM saves the current step's checkpoint and throws
+/// Interrupted (train/interrupt.h); another trainer holding the run directory's lock is a ValueError
+/// (train/run_lock.h); a non-finite loss or weight stops it before anything non-finite is published.
 TrainSummary train(const TrainOptions& options, std::ostream& log);
 
 /// What a resumed run may change; everything else is the saved run's.

@@ -35,8 +35,7 @@
 
 using namespace tapegrad;
 using testing::TempDir;
-using testing::lines_of, testing::quote, testing::read_file, testing::require_one_line_error, testing::Result,
-    testing::run_cli;
+using namespace testing::cli;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
