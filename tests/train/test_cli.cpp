@@ -13,77 +13,22 @@
 
 #include "autograd/error.h"
 #include "autograd/random.h"
+#include "support/cli.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
 
 using namespace tapegrad;
 using testing::TempDir;
+using testing::lines_of;
+using testing::quote;
+using testing::read_file;
+using testing::require_one_line_error;
+using testing::Result;
+using testing::run_cli;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-/// A shell word that stays one argument whatever it contains.
-std::string quote(const std::string& word) {
-  std::string quoted = "'";
-  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-struct Result {
-  int exit_code = -1;  // the exit status; -1 when a signal ended the process (or it could not start)
-  int signal = 0;      // the signal that ended it, if one did
-  std::string out, err;
-};
-
-/// Runs `tapegrad <args>` (args already shell-quoted where needed) with stdin from `input`, capturing
-/// stdout and stderr separately.
-Result run_cli(const TempDir& dir, const std::string& args, const std::string& input = "") {
-  const std::string in = dir.file("stdin.txt", input), out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string command = cat(quote(TAPEGRAD_CLI), " ", args, " <", quote(in), " >", quote(out), " 2>", quote(err));
-  const int status = std::system(command.c_str());
-  Result r;
-  r.out = read_file(out);
-  r.err = read_file(err);
-  if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) <= 128) {
-    r.exit_code = WEXITSTATUS(status);
-  } else if (status != -1 && WIFEXITED(status)) {
-    r.signal = WEXITSTATUS(status) - 128;  // a shell that did not exec the command reports 128 + signal
-  } else if (status != -1 && WIFSIGNALED(status)) {
-    r.signal = WTERMSIG(status);
-  }
-  return r;
-}
-
-/// The failure contract: exactly one line on stderr, "tapegrad..." (naming what is wrong), nothing on
-/// stdout, a non-zero exit that is not a signal, and no trace of an uncaught exception.
-void require_one_line_error(const Result& r, const std::string& mentions) {
-  INFO("stdout: " << r.out << "\nstderr: " << r.err);
-  CHECK(r.signal == 0);
-  CHECK(r.exit_code > 0);
-  CHECK(r.out.empty());
-  REQUIRE(!r.err.empty());
-  CHECK(r.err.back() == '\n');
-  CHECK(lines_of(r.err).size() == 1);
-  CHECK(r.err.rfind("tapegrad", 0) == 0);
-  CHECK_THAT(r.err, Catch::Contains(mentions));
-  CHECK_THAT(r.err, !Catch::Contains("terminate called"));
-  CHECK_THAT(r.err, !Catch::Contains("Aborted"));
-}
 
 /// A labelled TSV of two classes decided by one keyword ("good" -> pos, "bad" -> neg) among filler
 /// words; every tenth line is long (more than 12 words).

@@ -216,7 +216,7 @@ TEST_CASE("train: corrupted safetensors files are IOErrors naming the file and t
       {"dtype_not_string", header_only(R"({"x":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", kEightBytes), "dtype"},
       {"missing_offsets", header_only(R"({"x":{"dtype":"F32","shape":[2]}})", kEightBytes), "data_offsets"},
       {"unknown_field", header_only(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"z":1}})", kEightBytes),
-       "unknown field 'z'"},
+       "unknown field \"z\""},
       {"negative_dim", header_only(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", kEightBytes),
        "non-negative"},
       {"fractional_dim", header_only(R"({"x":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", kEightBytes),
