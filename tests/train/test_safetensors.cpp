@@ -254,7 +254,7 @@ TEST_CASE("train: corrupted safetensors files are IOErrors naming the file and t
       {"duplicate_field",
        header_only(R"({"x":{"dtype":"F32","dtype":"I64","shape":[1],"data_offsets":[0,8]}})", kEightBytes), "twice"},
       {"metadata_not_object", header_only(R"({"__metadata__":["a"]})", ""), "__metadata__"},
-      {"metadata_not_string", header_only(R"({"__metadata__":{"step":3}})", ""), "'step'"},
+      {"metadata_not_string", header_only(R"({"__metadata__":{"step":3}})", ""), "__metadata__ \"step\" is not a string"},
       {"bool_byte_not_0_or_1", header_only(R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", "\x01\x02"),
        "BOOL byte 1"},
       {"invalid_utf8_name", header_only("{\"\xff\":{}}", ""), "not valid UTF-8 at byte 10"},
