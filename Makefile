@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc)
 PACKAGES   := cmake g++ make libopenblas-dev catch2 libcli11-dev nlohmann-json3-dev
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-asan soak bench clean
+.PHONY: all deps build demo test test-asan soak fuzz bench clean
 
 all: build
 
@@ -46,6 +46,25 @@ KILLS ?= 200
 soak: build
 	TAPEGRAD_KILLS=$(KILLS) $(if $(SEED),TAPEGRAD_KILL_SEED=$(SEED)) ./$(BUILD)/tests/test_train "faults: SIGKILL at random moments*"
 
+# libFuzzer on the file readers (tests/fuzz/README.md): builds the fuzz targets with clang, ASan and UBSan
+# in build-fuzz, then runs each for FUZZ_SECONDS from the committed seeds (new inputs go to
+# build-fuzz/corpus). Any crash, sanitizer report, leak, timeout or exception other than tapegrad's
+# errors stops it with a non-zero exit and the input in build-fuzz/findings/.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := safetensors config tsv vocab
+fuzz:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(PACKAGES) clang libclang-rt-14-dev"
+	CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPEGRAD_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS)
+	@mkdir -p build-fuzz/findings
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build-fuzz/corpus/$$t; \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+	  ./build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -dict=tests/fuzz/json.dict \
+	    -max_len=8192 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix=build-fuzz/findings/$$t- build-fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
+	done
+
 # Training speed and memory against PyTorch (not part of `make test`): `tapegrad bench` on the small and
 # medium models, its PyTorch twin at PyTorch's best thread count and OPENBLAS_CORETYPE, and the peak memory
 # of a medium `tapegrad train` run; one table of ratios (bench/compare.py, docs/performance.md). The twin
@@ -54,4 +73,4 @@ bench: build
 	/usr/bin/python3 bench/compare.py ./$(BUILD)/tapegrad
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz

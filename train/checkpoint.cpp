@@ -148,7 +148,9 @@ namespace {
 
 /// The first NaN or infinity among the floating tensors, as "'name' element i is nan"; empty when none.
 std::string first_non_finite(const SafetensorsFile& weights) {
-  for (const auto& [name, t] : weights.tensors) {
+  for (const auto& entry : weights.tensors) {  // not a structured binding: clang 14 cannot capture one
+    const std::string& name = entry.first;
+    const Tensor& t = entry.second;
     if (!is_floating(t.dtype())) continue;
     std::string found;
     dispatch_float(t.dtype(), "load_model", [&](auto tag) {
@@ -199,6 +201,15 @@ LoadedModel load_model(const std::string& dir) {
   }
   loaded.model->eval();
   return loaded;
+}
+
+void load_optimizer_state(optim::Optimizer& optimizer, const std::string& path) {
+  const SafetensorsFile state = load_safetensors(path);
+  try {
+    optimizer.load_state(state.tensors);
+  } catch (const Error& e) {
+    throw IOError(cat(path, ": ", e.what()));
+  }
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {

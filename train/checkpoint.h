@@ -47,6 +47,10 @@ struct LoadedModel {
 /// more than twice the size of the weights file is refused without building it.
 LoadedModel load_model(const std::string& dir);
 
+/// Reads optimizer.safetensors into optimizer (Optimizer::load_state: every missing, unexpected or wrongly
+/// shaped entry named at once); every error is an IOError naming the file.
+void load_optimizer_state(optim::Optimizer& optimizer, const std::string& path);
+
 /// Everything one checkpoint write needs.
 struct CheckpointContents {
   const nn::SequenceClassifier* model = nullptr;

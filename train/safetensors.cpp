@@ -76,6 +76,17 @@ struct TempFile {
 
 // ---------------------------------------------------------------- reading
 
+/// A name from the file as a JSON string ("a\nb"), cut to 80 characters: errors stay one short line.
+std::string escaped(const std::string& name) {
+  std::string text = Json(name).dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  return text;
+}
+
+bool has_control_character(const std::string& name) {
+  return std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
 struct Entry {
   std::string name;
   DType dtype;
@@ -103,7 +114,7 @@ class HeaderGuard {
       case Json::parse_event_t::key: {
         const std::string& key = parsed.get_ref<const std::string&>();
         if (!keys_.back().insert(key).second)
-          throw IOError(cat(path_, ": header has the key '", key, "' twice", depth == 1 ? "" : " in one entry"));
+          throw IOError(cat(path_, ": header has the key ", escaped(key), " twice", depth == 1 ? "" : " in one entry"));
         break;
       }
       default: break;
@@ -132,7 +143,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
   const auto fail = [&](const std::string& what) { return IOError(cat(path, ": tensor '", name, "': ", what)); };
   if (!j.is_object()) throw fail(cat("entry is a JSON ", j.type_name(), ", not an object"));
   for (const auto& [key, value] : j.items())
-    if (key != "dtype" && key != "shape" && key != "data_offsets") throw fail(cat("unknown field '", key, "'"));
+    if (key != "dtype" && key != "shape" && key != "data_offsets") throw fail(cat("unknown field ", escaped(key)));
   if (!j.contains("dtype") || !j.contains("shape") || !j.contains("data_offsets"))
     throw fail("entry needs dtype, shape and data_offsets");
 
@@ -323,12 +334,16 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
       if (!value.is_object())
         throw IOError(cat(path, ": __metadata__ is a JSON ", value.type_name(), ", not an object"));
       for (const auto& [key, v] : value.items()) {
-        if (!v.is_string()) throw IOError(cat(path, ": __metadata__ '", key, "' is not a string"));
+        if (!v.is_string()) throw IOError(cat(path, ": __metadata__ ", escaped(key), " is not a string"));
         file.metadata[key] = v.get<std::string>();
       }
       continue;
     }
     if (name.empty()) throw IOError(cat(path, ": a tensor has an empty name"));
+    // State names are identifiers with dots; a control character (a newline) would also break the
+    // one-line error messages that quote the name.
+    if (has_control_character(name))
+      throw IOError(cat(path, ": tensor name ", escaped(name), " contains a control character"));
     entries.push_back(parse_entry(path, name, value, buffer_size));
   }
 

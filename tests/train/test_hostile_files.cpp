@@ -1,0 +1,519 @@
+// Files from elsewhere are hostile: every bad checkpoint file, data file or settings file tapegrad reads
+// must give one error line naming the file, the line or field, and what is wrong; never a crash, an abort,
+// a hang or an allocation the file's size does not justify. Each table row is one bad input, run as a
+// SECTION of its stable name: how the file is made, the function (or command) that reads it the way
+// tapegrad does, and the words the error must contain. Rows marked "fuzz:" are findings of tests/fuzz.
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "autograd/error.h"
+#include "autograd/random.h"
+#include "optim/adam.h"
+#include "support/cli.h"
+#include "support/temp_dir.h"
+#include "train/checkpoint.h"
+#include "train/read_file.h"
+#include "train/safetensors.h"
+#include "train/train_options.h"
+#include "train/tsv.h"
+
+using namespace tapegrad;
+using testing::quote;
+using testing::require_one_line_error;
+using testing::run_cli;
+using testing::TempDir;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string u64_le(uint64_t v) {
+  std::string out;
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+  return out;
+}
+
+/// A safetensors file from its header text and buffer.
+std::string safetensors(const std::string& header, const std::string& buffer) {
+  return u64_le(header.size()) + header + buffer;
+}
+
+void write(const std::string& path, const std::string& bytes) {
+  std::error_code ignored;
+  fs::remove(path, ignored);
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+/// A tiny trained-shape model: vocab <pad> <unk> <cls> a b c, d_model 4, 2 heads, d_ff 8, one layer,
+/// context 4, labels neg and pos.
+nn::ClassifierOptions tiny_options() {
+  nn::ClassifierOptions o{6};
+  o.d_model = 4;
+  o.n_heads = 2;
+  o.d_ff = 8;
+  o.n_layers = 1;
+  o.context_length = 4;
+  o.num_classes = 2;
+  o.dropout = 0;
+  return o;
+}
+
+/// A whole checkpoint folder written the way training writes one, made once per process.
+const std::string& base_checkpoint() {
+  static TempDir dir("tapegrad_test_hostile_base");
+  static const std::string folder = [] {
+    const std::string path = dir / "checkpoint";
+    Generator init(5);
+    nn::SequenceClassifier model(tiny_options(), init, nullptr);
+    const Vocab vocab = Vocab::build({"a b c"});
+    const std::vector<std::string> labels = {"neg", "pos"};
+    optim::Adam optimizer(model.named_parameters(), {.lr = 0.01});
+    write_checkpoint_folder(path, {&model, &vocab, &labels, &optimizer, json()});
+    return path;
+  }();
+  return folder;
+}
+
+/// config.json of the base checkpoint, for edits.
+json base_config() { return model_config_json(tiny_options()); }
+
+/// The base checkpoint's weights, for edits.
+nn::NamedTensors base_weights() { return load_safetensors(base_checkpoint() + "/model.safetensors").tensors; }
+
+void save_weights(const std::string& folder, const nn::NamedTensors& weights) {
+  save_safetensors(folder + "/model.safetensors", weights);
+}
+
+/// A fresh Adam over a tiny model's parameters: what --resume loads optimizer.safetensors into.
+struct OptimizerFixture {
+  Generator init{5};
+  nn::SequenceClassifier model{tiny_options(), init, nullptr};
+  optim::Adam optimizer{model.named_parameters(), {.lr = 0.01}};
+};
+
+struct Case {
+  std::string name;                                  // the SECTION: stable across runs
+  std::string file;                                  // the file the error names, relative to the folder
+  std::function<void(const std::string&)> make;      // writes the bad file(s) into the case's folder
+  std::function<void(const std::string&)> read;      // reads the folder the way tapegrad does
+  std::string problem;                               // what the error must say
+};
+
+/// A file of these bytes at `file`, read by `reader` on its path.
+Case bytes_case(std::string name, std::string file, std::string contents,
+                std::function<void(const std::string&)> reader, std::string problem) {
+  const std::string target = file;
+  return {std::move(name), std::move(file),
+          [target, contents](const std::string& folder) { write(folder + "/" + target, contents); },
+          [target, reader](const std::string& folder) { reader(folder + "/" + target); }, std::move(problem)};
+}
+
+/// The base checkpoint copied into the folder, then `edit`ed; read by load_model.
+Case checkpoint_case(std::string name, std::string file, std::function<void(const std::string&)> edit,
+                     std::string problem) {
+  return {std::move(name), std::move(file),
+          [edit](const std::string& folder) {
+            fs::remove_all(folder);
+            fs::copy(base_checkpoint(), folder);
+            edit(folder);
+          },
+          [](const std::string& folder) { load_model(folder); }, std::move(problem)};
+}
+
+/// Runs each case as a SECTION: the error is a tapegrad::Error whose single line names the file and
+/// the problem.
+void run_cases(const std::vector<Case>& cases) {
+  TempDir dir("tapegrad_test_hostile");
+  for (const Case& c : cases) {
+    SECTION(c.name) {
+      const std::string folder = dir / c.name;
+      fs::create_directories(folder);
+      c.make(folder);
+      const std::string file = c.file.rfind('/', 0) == 0 ? c.file : folder + "/" + c.file;
+      try {
+        c.read(folder);
+        FAIL("no error for " << c.name);
+      } catch (const Error& e) {
+        const std::string message = e.what();
+        INFO(message);
+        CHECK_THAT(message, Catch::Contains(file));
+        CHECK_THAT(message, Catch::Contains(c.problem));
+        CHECK(message.find('\n') == std::string::npos);
+      }
+    }
+  }
+}
+
+void read_safetensors(const std::string& path) { load_safetensors(path); }
+void read_config(const std::string& path) { read_model_config(path); }
+void read_vocab(const std::string& path) { Vocab::load(path); }
+void read_label_file(const std::string& path) { read_labels(path); }
+void read_data(const std::string& path) { read_tsv(path); }
+
+const std::string kF32x2 = R"("x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+const std::string kEight(8, '\0');
+
+/// config.json of the tiny model with one key changed (or removed when value is null and remove is set).
+std::string config_with(const std::string& key, const json& value) {
+  json config = base_config();
+  config[key] = value;
+  return config.dump();
+}
+
+std::string config_without(const std::string& key) {
+  json config = base_config();
+  config.erase(key);
+  return config.dump();
+}
+
+}  // namespace
+
+TEST_CASE("hostile files: safetensors headers and buffers") {
+  const auto st = [](std::string name, std::string contents, std::string problem) {
+    return bytes_case(std::move(name), "model.safetensors", std::move(contents), read_safetensors, std::move(problem));
+  };
+  run_cases({
+      st("too short for the length", "abc", "3 bytes is too short"),
+      st("empty file", "", "0 bytes is too short"),
+      st("header length 2^63", u64_le(uint64_t{1} << 63) + "{}", "header length 9223372036854775808 runs past the end"),
+      st("header length past the end", u64_le(100) + "{}", "runs past the end of the 10-byte file"),
+      st("truncated buffer", safetensors("{" + kF32x2 + "}", "1234"), "needs 8 bytes, more than the buffer's 4"),
+      st("negative dim", safetensors(R"({"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", ""),
+         "is not an array of non-negative integers"),
+      st("overflowing shape",
+         safetensors(R"({"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", ""),
+         "has more elements than int64 holds"),
+      st("shape bytes overflow",
+         safetensors(R"({"x":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", ""),
+         "needs 2^64 bytes or more"),
+      st("shape larger than the buffer", safetensors(R"({"x":{"dtype":"F64","shape":[2],"data_offsets":[0,8]}})", kEight),
+         "needs 16 bytes, more than the buffer's 8"),
+      st("offsets out of range", safetensors(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,100]}})", kEight),
+         "data_offsets [0, 100] run past the end of the 8-byte buffer"),
+      st("offsets reversed", safetensors(R"({"x":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", kEight),
+         "end before they begin"),
+      st("size mismatch", safetensors(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}})", kEight),
+         "needs 4 bytes but data_offsets [0, 8] hold 8"),
+      st("overlap",
+         safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                     R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                     std::string(12, '\0')),
+         "tensor 'b' [4, 12) overlaps tensor 'a' [0, 8)"),
+      st("hole",
+         safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                     R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                     std::string(12, '\0')),
+         "leaving bytes [4, 8) of the buffer unused"),
+      st("trailing bytes", safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", kEight),
+         "bytes [4, 8) of the buffer belong to no tensor"),
+      st("duplicate name", safetensors("{" + kF32x2 + "," + kF32x2 + "}", kEight), "has the key \"x\" twice"),
+      st("metadata value not a string", safetensors(R"({"__metadata__":{"format":1}})", ""),
+         "__metadata__ \"format\" is not a string"),
+      st("metadata not an object", safetensors(R"({"__metadata__":["pt"]})", ""), "__metadata__ is a JSON array"),
+      st("unknown dtype", safetensors(R"({"x":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})", kEight),
+         "unsupported dtype \"F16\""),
+      st("dtype not a string", safetensors(R"({"x":{"dtype":32,"shape":[2],"data_offsets":[0,8]}})", kEight),
+         "dtype is not a string"),
+      st("entry without offsets", safetensors(R"({"x":{"dtype":"F32","shape":[2]}})", kEight),
+         "entry needs dtype, shape and data_offsets"),
+      st("unknown entry field",
+         safetensors(R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"z":1}})", kEight),
+         "unknown field \"z\""),
+      st("header not JSON", safetensors("{nope", ""), "header is not valid JSON"),
+      st("header not an object", safetensors("[1]", ""), "header does not start with '{'"),
+      st("header not UTF-8", safetensors("{\"\xc3\x28\":1}", ""), "header is not valid UTF-8 at byte 10"),
+      st("header nests deeper",
+         safetensors(R"({"x":{"dtype":"F32","shape":[[[2]]],"data_offsets":[0,8]}})", kEight), "nests deeper"),
+      st("BOOL byte not 0 or 1", safetensors(R"({"m":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", "\x01\x02"),
+         "tensor 'm': BOOL byte 1 is 2"),
+      st("newline in a tensor name",
+         safetensors("{\"a\\nb\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", kEight),
+         "tensor name \"a\\nb\" contains a control character"),
+      st("empty tensor name", safetensors(R"({"":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", kEight),
+         "a tensor has an empty name"),
+  });
+}
+
+TEST_CASE("hostile files: model.safetensors that does not fit config.json") {
+  const auto edited = [](std::function<void(nn::NamedTensors&)> edit) {
+    return [edit](const std::string& folder) {
+      nn::NamedTensors weights = base_weights();
+      edit(weights);
+      save_weights(folder, weights);
+    };
+  };
+  const auto set_element = [](nn::NamedTensors& w, size_t entry, int64_t element, double value) {
+    std::vector<double> values = w[entry].second.to_vector();
+    values[static_cast<size_t>(element)] = value;
+    w[entry].second = tensor(values, w[entry].second.shape(), DType::float32);
+  };
+  run_cases({
+      checkpoint_case("missing and unexpected tensors", "model.safetensors",
+                      edited([](nn::NamedTensors& w) {
+                        w.pop_back();                           // head.bias
+                        w.erase(w.begin() + 2);                 // encoder.layers.0.self_attn.in_proj_weight
+                        w.emplace_back("foo", zeros({3}));
+                      }),
+                      "load_state_dict: 2 missing ('encoder.layers.0.self_attn.in_proj_weight' [12,4], "
+                      "'head.bias' [2]), 1 unexpected ('foo' [3])"),
+      checkpoint_case("wrongly shaped tensor", "model.safetensors",
+                      edited([](nn::NamedTensors& w) { w[w.size() - 2].second = zeros({3, 4}); }),
+                      "1 wrongly shaped ('head.weight': given [3,4], expected [2,4])"),
+      checkpoint_case("F64 tensor into the float32 model", "model.safetensors",
+                      edited([](nn::NamedTensors& w) { w.back().second = w.back().second.to(DType::float64); }),
+                      "'head.bias' is float64 and the module float32: narrowing would lose precision"),
+      checkpoint_case("I64 tensor", "model.safetensors",
+                      edited([](nn::NamedTensors& w) { w.back().second = zeros({2}, DType::int64); }),
+                      "'head.bias' is int64, not a float"),
+      checkpoint_case("NaN weight", "model.safetensors",
+                      edited([&](nn::NamedTensors& w) { set_element(w, 0, 5, std::nan("")); }),
+                      "tensor 'embed.weight' element 5 is nan"),
+      checkpoint_case("infinite weight", "model.safetensors",
+                      edited([&](nn::NamedTensors& w) {
+                        set_element(w, w.size() - 1, 1, -std::numeric_limits<double>::infinity());
+                      }),
+                      "tensor 'head.bias' element 1 is -inf"),
+      checkpoint_case("config claims a huge model beside small weights", "model.safetensors",
+                      [](const std::string& folder) {
+                        write(folder + "/config.json", config_with("n_layers", 65536));
+                      },
+                      "describes a model of 11272242 parameters"),
+      checkpoint_case("weights file is a directory", "model.safetensors",
+                      [](const std::string& folder) {
+                        fs::remove(folder + "/model.safetensors");
+                        fs::create_directory(folder + "/model.safetensors");
+                      },
+                      "is a directory, not a file"),
+      checkpoint_case("vocab shorter than config", "vocab.txt",
+                      [](const std::string& folder) { write(folder + "/vocab.txt", "<pad>\n<unk>\n<cls>\na\nb\n"); },
+                      "5 tokens, but config.json says vocab_size 6"),
+      checkpoint_case("labels longer than config", "labels.txt",
+                      [](const std::string& folder) { write(folder + "/labels.txt", "neg\npos\nmeh\n"); },
+                      "3 labels, but config.json says num_classes 2"),
+  });
+}
+
+TEST_CASE("hostile files: config.json") {
+  const auto cfg = [](std::string name, std::string contents, std::string problem) {
+    return bytes_case(std::move(name), "config.json", std::move(contents), read_config, std::move(problem));
+  };
+  run_cases({
+      cfg("empty file", "", "empty file (expected a JSON object)"),
+      cfg("only whitespace", " \n\t\n", "empty file"),
+      cfg("not an object", "[1, 2]", "the file must be a JSON object, got array"),
+      cfg("invalid JSON", "{\"d_model\": ", "not valid JSON"),
+      cfg("float for an integer", config_with("d_model", 32.5), "'d_model' must be an integer, got 32.5"),
+      cfg("integral float for an integer", config_with("d_model", 32.0), "'d_model' must be an integer, got 32.0"),
+      cfg("string for an integer", config_with("n_heads", "2"), "'n_heads' must be an integer, got \"2\""),
+      cfg("bool for a number", config_with("dropout", true), "'dropout' must be a number, got true"),
+      cfg("number for a bool", config_with("norm_first", 1), "'norm_first' must be true or false, got 1"),
+      cfg("integer beyond int64", config_with("d_model", uint64_t{18446744073709551615u}),
+          "'d_model' = 18446744073709551615 is out of range"),
+      cfg("missing key", config_without("pad_id"), "'pad_id' is missing"),
+      cfg("misspelt key", config_with("d_modle", 4), "unknown key \"d_modle\""),
+      cfg("duplicate key", "{\"d_model\": 4, \"d_model\": 8}", "key \"d_model\" appears twice"),
+      cfg("vocab_size 2^60", config_with("vocab_size", int64_t{1} << 60),
+          "vocab_size = 1152921504606846976 is outside [1, 16777216]"),
+      cfg("zero heads", config_with("n_heads", 0), "n_heads = 0 must be >= 1"),
+      cfg("heads not dividing d_model", config_with("n_heads", 3), "n_heads = 3 does not divide d_model = 4"),
+      cfg("one class", config_with("num_classes", 1), "num_classes = 1 is outside [2, "),
+      cfg("negative layers", config_with("n_layers", -1), "n_layers = -1 is outside [0, 65536]"),
+      cfg("dropout 1", config_with("dropout", 1.0), "dropout = 1 is outside [0, 1)"),
+      cfg("zero layer_norm_eps", config_with("layer_norm_eps", 0), "layer_norm_eps = 0 must be finite and > 0"),
+      cfg("pad_id outside the vocabulary", config_with("pad_id", 6), "pad_id = 6 is outside the vocabulary [0, 6)"),
+      cfg("unknown activation", config_with("activation", "swish"), "'activation': activation: unknown 'swish'"),
+      cfg("nested value", config_with("d_model", json::array({json::array({4})})), "JSON nests deeper than 2 levels"),
+  });
+}
+
+TEST_CASE("hostile files: vocab.txt and labels.txt") {
+  const std::string head = "<pad>\n<unk>\n<cls>\n";
+  const auto vocab = [](std::string name, std::string contents, std::string problem) {
+    return bytes_case(std::move(name), "vocab.txt", std::move(contents), read_vocab, std::move(problem));
+  };
+  const auto labels = [](std::string name, std::string contents, std::string problem) {
+    return bytes_case(std::move(name), "labels.txt", std::move(contents), read_label_file, std::move(problem));
+  };
+  run_cases({
+      vocab("vocab empty file", "", "empty file (a vocabulary starts with <pad>, <unk>, <cls>)"),
+      vocab("vocab only a BOM", "\xef\xbb\xbf", "empty file"),
+      vocab("vocab invalid UTF-8", head + "a\xff\n", ":4: invalid UTF-8 at byte 2 of the line"),
+      vocab("vocab NUL byte", head + std::string("a\0b\n", 4), ":4: NUL byte at byte 2 of the line"),
+      vocab("vocab empty line", head + "a\n\nb\n", ":5: empty line"),
+      vocab("vocab duplicate token", head + "a\nb\na\n", ":6: duplicate token 'a' (first on line 4)"),
+      vocab("vocab whitespace in a token", head + "a b\n", ":4: token 'a b' contains whitespace"),
+      vocab("vocab reserved token missing", "<unk>\n<pad>\n<cls>\n", ":1: expected the reserved token <pad>"),
+      vocab("vocab shorter than the reserved tokens", "<pad>\n<unk>\n", ":3: missing the reserved token <cls>"),
+      labels("labels empty file", "", "empty file: no labels"),
+      labels("labels empty line", "neg\n\npos\n", ":2: empty label"),
+      labels("labels duplicate", "neg\npos\nneg\n", ":3: duplicate label 'neg'"),
+      labels("labels tab", "neg\tx\npos\n", ":1: label contains a tab at byte 4"),
+      labels("labels invalid UTF-8", "n\xc0g\npos\n", ":1: invalid UTF-8 at byte 2"),
+      labels("labels NUL byte", std::string("neg\npo\0s\n", 9), ":2: NUL byte at byte 3"),
+      labels("labels surrounding whitespace", "neg\n pos\n", ":2: label ' pos' has leading or trailing whitespace"),
+  });
+}
+
+TEST_CASE("hostile files: BOM and CRLF in vocab.txt and labels.txt are accepted, as in TSV") {
+  TempDir dir("tapegrad_test_hostile");
+  const Vocab vocab = Vocab::load(dir.file("vocab.txt", "\xef\xbb\xbf<pad>\r\n<unk>\r\n<cls>\r\nfilm\r\n"));
+  CHECK(vocab.tokens() == std::vector<std::string>{"<pad>", "<unk>", "<cls>", "film"});
+  CHECK(read_labels(dir.file("labels.txt", "\xef\xbb\xbfneg\r\npos")) == std::vector<std::string>{"neg", "pos"});
+}
+
+TEST_CASE("hostile files: TSV data, special files and size limits") {
+  const auto tsv = [](std::string name, std::string contents, std::string problem) {
+    return bytes_case(std::move(name), "data.tsv", std::move(contents), read_data, std::move(problem));
+  };
+  const auto sparse = [](std::string name, std::string file, uint64_t size,
+                         std::function<void(const std::string&)> reader, std::string problem) {
+    return Case{std::move(name), file,
+                [file, size](const std::string& folder) {
+                  write(folder + "/" + file, "");
+                  fs::resize_file(folder + "/" + file, size);  // sparse: nothing is written
+                },
+                [file, reader](const std::string& folder) { reader(folder + "/" + file); }, std::move(problem)};
+  };
+  const auto directory = [](std::string name, std::string file, std::function<void(const std::string&)> reader) {
+    return Case{std::move(name), file, [file](const std::string& folder) { fs::create_directory(folder + "/" + file); },
+                [file, reader](const std::string& folder) { reader(folder + "/" + file); },
+                "is a directory, not a file"};
+  };
+  const auto device = [](std::string name, std::function<void(const std::string&)> reader) {
+    return Case{std::move(name), "/dev/zero", [](const std::string&) {}, [reader](const std::string&) { reader("/dev/zero"); },
+                "/dev/zero: is a device, not a file"};
+  };
+  run_cases({
+      tsv("TSV NUL byte", std::string("pos\tgood\nneg\tba\0d\n", 17), "data.tsv:2: NUL byte at byte 7 of the line"),
+      tsv("TSV only blank lines", "\n  \n\t\r\n", "empty file: no label<TAB>text lines (3 blank lines)"),
+      tsv("TSV no tab", "pos\tgood film\nneg bad film\n", "data.tsv:2: no tab"),
+      tsv("TSV invalid UTF-8", "pos\tgood \xed\xa0\x80 film\n", "data.tsv:1: invalid UTF-8 at byte 10"),
+      tsv("TSV empty label", "\tgood film\n", "data.tsv:1: empty label"),
+      tsv("TSV empty text", "pos\t  \n", "data.tsv:1: empty text"),
+      Case{"missing file", "nowhere.tsv", [](const std::string&) {},
+           [](const std::string& folder) { read_tsv(folder + "/nowhere.tsv"); },
+           "cannot open: No such file or directory"},
+      directory("TSV is a directory", "data.tsv", read_data),
+      directory("vocab is a directory", "vocab.txt", read_vocab),
+      directory("config is a directory", "config.json", read_config),
+      device("TSV is a device", read_data),
+      device("config is a device", read_config),
+      device("safetensors is a device", read_safetensors),
+      sparse("TSV over 1 GiB", "data.tsv", kTsvLimit.bytes + 1, read_data,
+             "1073741825 bytes is too large: the limit for a TSV data file is 1024 MiB"),
+      sparse("config over 16 MiB", "config.json", kJsonFileLimit.bytes + 1, read_config,
+             "the limit for a JSON settings file is 16 MiB"),
+      sparse("labels over 256 MiB", "labels.txt", kTokenListLimit.bytes + 1, read_label_file,
+             "the limit for a vocabulary or label list is 256 MiB"),
+      sparse("safetensors over 4 GiB", "model.safetensors", kSafetensorsLimit.bytes + 1, read_safetensors,
+             "the limit for a safetensors file is 4096 MiB"),
+  });
+}
+
+TEST_CASE("hostile files: a FIFO is read once, to its end") {
+  TempDir dir("tapegrad_test_hostile");
+  const std::string fifo = dir / "data.tsv";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::thread writer([&] { std::ofstream(fifo) << "pos\tgood film\nneg\tbad film\n"; });
+  const LabelledData data = read_tsv(fifo);
+  writer.join();
+  REQUIRE(data.examples.size() == 2);
+  CHECK(data.examples[1].text == "bad film");
+}
+
+TEST_CASE("hostile files: optimizer.safetensors that does not fit the optimizer") {
+  const auto state_with = [](std::function<void(nn::NamedTensors&)> edit) {
+    return [edit](const std::string& folder) {
+      nn::NamedTensors state = load_safetensors(base_checkpoint() + "/optimizer.safetensors").tensors;
+      edit(state);
+      save_safetensors(folder + "/optimizer.safetensors", state);
+    };
+  };
+  const auto load_into_adam = [](const std::string& folder) {
+    OptimizerFixture fixture;
+    load_optimizer_state(fixture.optimizer, folder + "/optimizer.safetensors");
+  };
+  const auto entry = [](nn::NamedTensors& state, const std::string& name) -> Tensor& {
+    for (auto& [n, t] : state)
+      if (n == name) return t;
+    throw std::logic_error("no entry " + name);
+  };
+  run_cases({
+      Case{"optimizer missing and unexpected state", "optimizer.safetensors", state_with([&](nn::NamedTensors& s) {
+             s.erase(s.begin() + 1);  // step.embed.weight
+             s.emplace_back("momentum_buffer.head.bias", zeros({2}));
+           }),
+           load_into_adam,
+           "Adam load_state: 1 missing ('step.embed.weight' [1]), 1 unexpected ('momentum_buffer.head.bias' [2])"},
+      Case{"optimizer wrongly shaped state", "optimizer.safetensors",
+           state_with([&](nn::NamedTensors& s) { entry(s, "exp_avg.head.weight") = zeros({4, 2}); }), load_into_adam,
+           "1 wrongly shaped ('exp_avg.head.weight': given [4,2], expected [2,4])"},
+      Case{"optimizer F64 state into float32", "optimizer.safetensors",
+           state_with([&](nn::NamedTensors& s) { entry(s, "exp_avg_sq.head.bias") = zeros({2}, DType::float64); }),
+           load_into_adam, "'exp_avg_sq.head.bias' is float64, expected float32"},
+      Case{"optimizer negative step count", "optimizer.safetensors",
+           state_with([&](nn::NamedTensors& s) { entry(s, "step") = tensor({-3.0}, DType::float64); }), load_into_adam,
+           "'step' must be a non-negative integer count, got -3"},
+  });
+}
+
+TEST_CASE("hostile files: trainer.json options through train --resume, and bad files through the command line") {
+  TrainOptions saved;
+  saved.model = tiny_options();
+  const json good = {{"options", to_json(saved)}};
+  const auto trainer_json = [&](std::function<void(json&)> edit) {
+    json state = good;
+    edit(state["options"]);
+    return state.dump();
+  };
+  TempDir dir("tapegrad_test_hostile_cli");
+  const auto run_folder = [&](const std::string& name, const std::string& text) {
+    const std::string folder = dir / name;
+    fs::create_directories(folder);
+    write(folder + "/trainer.json", text);
+    return folder;
+  };
+  const std::pair<std::string, std::string> resumes[] = {
+      {trainer_json([](json& o) { o["lr"] = "0.01"; }), "trainer.json: 'options.lr' must be a number, got \"0.01\""},
+      {trainer_json([](json& o) { o["learning_rate"] = 0.1; }), "unknown key \"options.learning_rate\""},
+      {trainer_json([](json& o) { o["model"]["d_model"] = 32.5; }), "'options.model.d_model' must be an integer"},
+      {trainer_json([](json& o) { o["seed"] = -1; }), "'options.seed' must be a non-negative integer, got -1"},
+      {trainer_json([](json& o) { o.erase("task"); }), "'options.task' is missing"},
+      {trainer_json([](json& o) { o["task"]["symbol"] = 8; }), "unknown key \"options.task.symbol\""},
+      {trainer_json([](json& o) { o["model"]["n_heads"] = 3; }), "'options.model': n_heads = 3 does not divide"},
+      {trainer_json([](json& o) { o["threads"] = int64_t{1} << 40; }), "'options.threads' = 1099511627776 is outside"},
+  };
+  int k = 0;
+  for (const auto& [text, problem] : resumes) {
+    const std::string folder = run_folder("resume" + std::to_string(k++), text);
+    INFO(problem);
+    require_one_line_error(run_cli(dir, "train --resume " + quote(folder)), folder + "/trainer.json: ");
+    require_one_line_error(run_cli(dir, "train --resume " + quote(folder)), problem);
+  }
+
+  // Whole bad files through the commands that read them.
+  const std::string data_dir = dir / "a_directory.tsv";
+  fs::create_directories(data_dir);
+  const std::string nan_checkpoint = dir / "nan";
+  fs::copy(base_checkpoint(), nan_checkpoint);
+  nn::NamedTensors weights = base_weights();
+  weights[0].second = full({6, 4}, std::nan(""));
+  save_weights(nan_checkpoint, weights);
+  const std::pair<std::string, std::string> commands[] = {
+      {"train --data " + quote(data_dir) + " --out " + quote(dir / "run"), "a_directory.tsv: is a directory"},
+      {"train --data /dev/zero --out " + quote(dir / "run"), "/dev/zero: is a device"},
+      {"predict --checkpoint " + quote(nan_checkpoint) + " --text 'a b'", "tensor 'embed.weight' element 0 is nan"},
+  };
+  for (const auto& [args, problem] : commands) {
+    INFO("tapegrad " << args);
+    require_one_line_error(run_cli(dir, args), problem);
+  }
+}
