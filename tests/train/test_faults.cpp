@@ -250,14 +250,16 @@ TEST_CASE("faults: SIGKILL at random moments never loses a checkpoint, and the r
 
 TEST_CASE("faults: SIGTERM and SIGINT save the step they stop at, exit 128 + signal, and resume bit-identical") {
   TempDir dir("tapegrad_test_faults");
-  constexpr int64_t steps = 400, eval_every = 50;
+  constexpr int64_t steps = 600, eval_every = 200;
   REQUIRE(run_cli(dir, joined(train_args(dir / "reference", steps, eval_every))).exit_code == 0);
   for (const int signal : {SIGTERM, SIGINT}) {
     const std::string name = signal_name(signal), out = dir / name;
     INFO(name);
     const Child child = spawn(dir, train_args(out, steps, eval_every), name);
-    // After the first checkpoint, so that the one the signal writes is not the first
+    // After the first checkpoint, so that the one the signal writes is not the first, and some steps past
+    // it, so that the signal lands between two validations (their checkpoint is the signal's own)
     REQUIRE(wait_until([&] { return fs::is_symlink(out + "/latest"); }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     ::kill(child.pid, signal);
     const Result r = child.wait();
     INFO(r.err);
