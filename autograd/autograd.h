@@ -1,5 +1,6 @@
 #pragma once
 // Everything of the autograd layer in one include.
+#include "autograd/anomaly.h"
 #include "autograd/error.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops/attention.h"

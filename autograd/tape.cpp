@@ -36,6 +36,7 @@ void Tape::clear() {
 
 void Tape::append(std::unique_ptr<Node> node, Tensor& out) {
   node->out_shape = out.shape();
+  if (detect_anomaly()) [[unlikely]] node->scope = detail::current_scope_path();
   auto meta = make_pooled<AutogradMeta>();
   meta->node = static_cast<int64_t>(entries_.size());
   meta->tape_generation = generation_;
@@ -156,6 +157,18 @@ void BackwardContext::pass_through(size_t k, const Tensor& src) {
   slot = Tensor(std::move(impl));
 }
 
+namespace {
+
+/// Anomaly detection's backward check: every gradient buffer that node's backward added into.
+void check_gradients(const Node& node, std::vector<Tensor>& slots) {
+  for (size_t k = 0; k < node.inputs.size(); ++k) {
+    const AutogradMeta* meta = node.inputs[k].meta.get();
+    if (meta) detail::check_gradient(node, k, meta->node < 0 ? meta->grad : slots[meta->node]);
+  }
+}
+
+}  // namespace
+
 void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
   if (!root.requires_grad())
     throw AutogradError(cat("backward: the tensor (shape ", root.shape(),
@@ -163,6 +176,9 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
                             "or it was computed under NoGradGuard"));
   Tensor seed;
   NoGradGuard no_grad;  // neither the seed nor the backward rules are themselves recorded
+  // Nor are their ops checked one by one by anomaly detection: the seed is, and each rule's gradients.
+  detail::BackwardRunning running;
+  const bool check = detect_anomaly();
   if (!gradient.defined()) {
     if (root.numel() != 1)
       throw AutogradError(cat("backward: output of shape ", root.shape(),
@@ -174,6 +190,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
                               root.shape()));
     seed = gradient.to(root.dtype()).contiguous().detach();
   }
+  if (check) [[unlikely]] detail::check_seed(seed);
 
   AutogradMeta& meta = *root.impl().autograd;
   if (meta.node < 0) {  // a leaf: its gradient is the seed itself
@@ -197,6 +214,17 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
     BackwardContext ctx(node, slots, slots[i]);
     node.backward(slots[i], ctx);
     slots[i] = Tensor();
+    if (check) [[unlikely]] {
+      try {
+        check_gradients(node, slots);
+      } catch (const AnomalyError&) {
+        // Leave the tape as a finished backward would, so that the next step starts from a clean one.
+        for (Tensor& slot : slots) slot = Tensor();
+        tape.slots_ = std::move(slots);
+        if (!retain_tape) tape.clear();
+        throw;
+      }
+    }
   }
   tape.slots_ = std::move(slots);  // every slot is empty again; the capacity is kept for the next call
   if (!retain_tape) tape.clear();

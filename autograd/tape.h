@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/anomaly.h"
 #include "autograd/kernels/grad_ptr.h"
 #include "autograd/pool.h"
 #include "autograd/tensor.h"
@@ -63,6 +64,8 @@ struct Node {
 
   std::vector<Edge, PoolAllocator<Edge>> inputs;
   Shape out_shape;
+  /// The scope path the op ran in (anomaly.h), recorded only while anomaly detection is on.
+  std::shared_ptr<const std::string> scope;
 
   // Entries are made and released by the hundred every step: their memory is recycled (autograd/pool.h).
   static void* operator new(size_t bytes) { return pool_allocate(bytes); }
@@ -164,7 +167,8 @@ class Tape {
 
 /// Records an op: when grad mode is on and any input requires grad, creates NodeT with edges to the
 /// inputs, makes `out` its output on the tape and returns the node for the op to fill in what its
-/// backward needs. Otherwise returns nullptr and records nothing.
+/// backward needs. Otherwise returns nullptr and records nothing. Every op calls it once `out` holds its
+/// values, recording or not, which makes it the place where anomaly detection checks forwards.
 ///   if (auto* node = record<SoftmaxNode>(y, x)) node->y = y;
 template <class NodeT, class... Inputs>
 NodeT* record(Tensor& out, const Inputs&... inputs);
@@ -180,6 +184,13 @@ void backward(const Tensor& root, const Tensor& gradient = {}, bool retain_tape 
 
 // ---- implementation of record ----
 namespace detail {
+/// Whether an op's output may hold ±Inf by design, which anomaly detection then does not report (a node
+/// type says so with `static constexpr bool kMakesInfinity = true`, as masked_fill does for -inf masks).
+template <class NodeT>
+constexpr bool makes_infinity() {
+  if constexpr (requires { NodeT::kMakesInfinity; }) return NodeT::kMakesInfinity;
+  else return false;
+}
 bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
 void add_edges(Node& node, std::initializer_list<const Tensor*> inputs, const char* op);
 void add_edge(Node& node, const Tensor& input, const char* op);
@@ -188,6 +199,8 @@ void add_edge(Node& node, const Tensor& input, const char* op);
 template <class NodeT, class... Inputs>
 NodeT* record(Tensor& out, const Inputs&... inputs) {
   std::initializer_list<const Tensor*> list{&inputs...};
+  if (detail::checking_forward()) [[unlikely]]
+    detail::check_forward(NodeT::kName, out, list, detail::makes_infinity<NodeT>());
   if (!grad_enabled() || !detail::any_requires_grad(list)) return nullptr;
   auto node = std::make_unique<NodeT>();
   NodeT* raw = node.get();
@@ -198,6 +211,11 @@ NodeT* record(Tensor& out, const Inputs&... inputs) {
 
 template <class NodeT>
 NodeT* record_list(Tensor& out, const std::vector<Tensor>& inputs) {
+  if (detail::checking_forward()) [[unlikely]] {
+    std::vector<const Tensor*> list;
+    for (const Tensor& t : inputs) list.push_back(&t);
+    detail::check_forward(NodeT::kName, out, list, detail::makes_infinity<NodeT>());
+  }
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
   if (!grad_enabled() || !any) return nullptr;

@@ -24,8 +24,14 @@ Tensor activate(const Tensor& x, Activation activation) {
   throw ValueError("activate: invalid Activation value");
 }
 
-Tensor ReLU::forward(const Tensor& x) const { return relu(x); }
+Tensor ReLU::forward(const Tensor& x) const {
+  const ScopeName scope = enter_scope();
+  return relu(x);
+}
 
-Tensor GELU::forward(const Tensor& x) const { return gelu(x, approximation_); }
+Tensor GELU::forward(const Tensor& x) const {
+  const ScopeName scope = enter_scope();
+  return gelu(x, approximation_);
+}
 
 }  // namespace tapegrad::nn

@@ -135,6 +135,7 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options,
 AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                             const Tensor& attn_mask, const Tensor& key_padding_mask,
                                             bool need_weights) const {
+  const ScopeName scope = enter_scope();
   const int64_t C = options_.d_model, H = options_.n_heads, D = head_dim();
   if (query.dim() != 3 || key.dim() != 3 || value.dim() != 3 || query.size(-1) != C || key.size(-1) != C ||
       value.size(-1) != C)

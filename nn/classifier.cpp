@@ -110,6 +110,7 @@ SequenceClassifier::SequenceClassifier(const ClassifierOptions& options, Generat
 
 Tensor SequenceClassifier::encode(const Tensor& ids, const Tensor& key_padding_mask,
                                   std::vector<Tensor>* attention_weights) const {
+  const ScopeName scope = enter_scope();
   if (ids.dtype() != DType::int64)
     throw DTypeError(cat("SequenceClassifier: ids ", ids.shape(), " must be int64, got ", dtype_name(ids.dtype())));
   if (ids.dim() != 2) throw ShapeError(cat("SequenceClassifier: ids ", ids.shape(), " must be (B, T)"));
@@ -131,6 +132,7 @@ Tensor SequenceClassifier::encode(const Tensor& ids, const Tensor& key_padding_m
 // mean: pooled_b = sum_t [not pad_bt] x_bt / max(1, #non-pad in row b)    (an all-pad row pools to zeros)
 // cls : pooled_b = x_b0
 Tensor SequenceClassifier::pool(const Tensor& x, const Tensor& key_padding_mask) const {
+  const ScopeName scope = enter_scope();
   if (x.dim() != 3 || x.size(1) == 0)
     throw ShapeError(cat("SequenceClassifier: pool takes (B, T, C) with T >= 1, got ", x.shape()));
   if (options_.pool == Pooling::cls) return select(x, 1, 0);
@@ -158,6 +160,7 @@ Tensor SequenceClassifier::pool(const Tensor& x, const Tensor& key_padding_mask)
 
 Tensor SequenceClassifier::forward(const Tensor& ids, const Tensor& key_padding_mask,
                                    std::vector<Tensor>* attention_weights) const {
+  const ScopeName scope = enter_scope();
   return head_->forward(pool(encode(ids, key_padding_mask, attention_weights), key_padding_mask));
 }
 

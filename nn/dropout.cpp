@@ -12,6 +12,7 @@ Dropout::Dropout(double p, std::shared_ptr<Generator> rng) : p_(p), rng_(std::mo
 }
 
 Tensor Dropout::forward(const Tensor& x) const {
+  const ScopeName scope = enter_scope();
   if (!is_training() || p_ == 0) return x;
   return dropout(x, p_, /*training=*/true, *rng_);
 }

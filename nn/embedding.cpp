@@ -23,7 +23,10 @@ Embedding::Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, int64_
   }
 }
 
-Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids, padding_idx_); }
+Tensor Embedding::forward(const Tensor& ids) const {
+  const ScopeName scope = enter_scope();
+  return embedding(weight, ids, padding_idx_);
+}
 
 namespace {
 // Built from a fixed seed and converted to the check's dtype (float64 by default); checks the weight over

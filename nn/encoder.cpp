@@ -45,6 +45,7 @@ Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) const {
 
 Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
                                         std::vector<Tensor>* attention_weights) const {
+  const ScopeName scope = enter_scope();
   if (x.dim() != 3 || x.size(-1) != options_.d_model)
     throw ShapeError(
         cat("TransformerEncoderLayer: x ", x.shape(), " must be (B, T, C) with C = d_model = ", options_.d_model));
@@ -75,9 +76,13 @@ TransformerEncoder::TransformerEncoder(int64_t n_layers, const EncoderLayerOptio
 
 Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
                                    std::vector<Tensor>* attention_weights) const {
+  const ScopeName scope = enter_scope();
   Tensor h = x;
-  for (size_t i = 0; i < layers_->size(); ++i)
-    h = (*layers_)[i].forward(h, attn_mask, key_padding_mask, attention_weights);
+  {
+    const ScopeName in_layers = layers_->enter_scope();  // the list has no forward of its own: "layers.1"
+    for (size_t i = 0; i < layers_->size(); ++i)
+      h = (*layers_)[i].forward(h, attn_mask, key_padding_mask, attention_weights);
+  }
   return norm_ ? norm_->forward(h) : h;
 }
 

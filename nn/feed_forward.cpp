@@ -20,6 +20,7 @@ FeedForward::FeedForward(const FeedForwardOptions& options, Generator& gen, std:
       linear2_(&register_module("linear2", std::make_unique<Linear>(options.d_ff, options.d_model, true, gen))) {}
 
 Tensor FeedForward::forward(const Tensor& x) const {
+  const ScopeName scope = enter_scope();
   const Tensor hidden = linear1_->forward(x, options_.activation);  // (..., F)
   return linear2_->forward(dropout_->forward(hidden));                        // (..., C)
 }

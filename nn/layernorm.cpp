@@ -14,6 +14,7 @@ LayerNorm::LayerNorm(int64_t dim, double eps) : dim_(dim), eps_(eps) {
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const {
+  const ScopeName scope = enter_scope();
   if (x.dim() == 0 || x.size(-1) != dim_)
     throw ShapeError(
         cat("LayerNorm: input ", x.shape(), " has last dim ", x.dim() == 0 ? 0 : x.size(-1), ", expected ", dim_));

@@ -29,11 +29,13 @@ void Linear::check_input(const Tensor& x) const {
 }
 
 Tensor Linear::forward(const Tensor& x) const {
+  const ScopeName scope = enter_scope();
   check_input(x);
   return linear(x, weight, bias);  // one product that starts from the bias, not a product plus a bias pass
 }
 
 Tensor Linear::forward(const Tensor& x, Activation activation) const {
+  const ScopeName scope = enter_scope();
   if (activation != Activation::relu || !bias.defined()) return activate(forward(x), activation);
   check_input(x);
   return linear_relu(x, weight, bias);

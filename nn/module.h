@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/anomaly.h"
 #include "autograd/tensor.h"
 
 namespace tapegrad::nn {
@@ -30,6 +31,14 @@ class Module {
   std::vector<Tensor> parameters() const;
   /// Total number of parameter elements.
   int64_t parameter_count() const;
+  /// The name this module was registered under in its parent ("self_attn", "1"); empty for a root.
+  const std::string& name() const { return name_; }
+  /// Names this module in anomaly messages while the returned scope lives, so that they read like
+  /// parameter names ("encoder.layers.1.self_attn"). Every forward begins with
+  ///   const ScopeName scope = enter_scope();
+  /// (one branch while anomaly detection is off; nested calls into the same module add nothing).
+  ScopeName enter_scope() const { return ScopeName(name_, this); }
+
   /// Direct children by name.
   const std::vector<std::pair<std::string, std::unique_ptr<Module>>>& children() const { return children_; }
 
@@ -59,12 +68,14 @@ class Module {
   template <class M>
   M& register_module(const std::string& name, std::unique_ptr<M> child) {
     M& ref = *child;
+    static_cast<Module&>(ref).name_ = name;
     children_.emplace_back(name, std::move(child));
     return ref;
   }
 
  private:
   void collect(const std::string& prefix, NamedTensors& out) const;
+  std::string name_;  // as registered in the parent
   NamedTensors parameters_;
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;
   bool training_ = true;

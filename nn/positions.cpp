@@ -33,6 +33,7 @@ PositionalEmbedding::PositionalEmbedding(int64_t context_length, int64_t dim, Ge
 }
 
 Tensor PositionalEmbedding::forward(int64_t seq_len) const {
+  const ScopeName scope = enter_scope();
   check_length("PositionalEmbedding", seq_len, context_length_);
   // The same as looking up ids 0..T-1 in the table, and the same gradient (rows 0..T-1 only), as a view.
   return slice(weight, 0, 0, seq_len);
@@ -54,6 +55,7 @@ SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t context_lengt
 }
 
 Tensor SinusoidalPositionalEncoding::forward(int64_t seq_len, DType dtype) const {
+  const ScopeName scope = enter_scope();
   check_length("SinusoidalPositionalEncoding", seq_len, context_length_);
   if (!is_floating(dtype))
     throw DTypeError(cat("SinusoidalPositionalEncoding: dtype must be float32 or float64, got ", dtype_name(dtype)));

@@ -136,6 +136,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
 // saves   : mask
 struct MaskedFillNode : NodeOf<MaskedFillNode> {
   static constexpr const char* kName = "masked_fill";
+  static constexpr bool kMakesInfinity = true;  // -inf hides attention scores: not an anomaly
   Saved mask;
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     add_selected(ctx, 0, dout, mask.get(kName), false);
