@@ -57,6 +57,7 @@ struct TrainOptions {
   bool shuffle = true;
   bool overwrite = false;         // replace a run already in `out` (refused otherwise)
   bool verbose = false;           // also log the threads and BLAS kernels in use (output only: not saved)
+  bool detect_anomaly = false;    // check every op for NaN and Inf, naming the first (debugging only: not saved)
 };
 
 /// Refuses values no run can use, before any work starts: a ValueError naming the flag, the value and the

@@ -231,7 +231,8 @@ ValueError diverged(const Run& run, int64_t step, const std::string& what) {
   const std::string kept = run.published_step < 0
                                ? cat("no checkpoint was saved in ", run.options.out)
                                : cat("the last good checkpoint (step ", run.published_step, ") is kept in ", run.options.out);
-  return ValueError(cat("training diverged at step ", step, " (", what, "): stopped; ", kept, "; lower --lr or set --clip-grad"));
+  return ValueError(cat("training diverged at step ", step, " (", what, "): stopped; ", kept, "; lower --lr or set --clip-grad ",
+                        "(--detect-anomaly names the op that made the first NaN or Inf)"));
 }
 
 /// The first parameter holding a NaN or an infinity, as "'name' holds inf", or "" when all are finite.
@@ -305,7 +306,9 @@ class Lap {
   std::chrono::steady_clock::time_point mark_ = std::chrono::steady_clock::now();
 };
 
-TrainSummary loop(Run& run, std::ostream& log) {
+// A function-try-block: an anomaly (--detect-anomaly) anywhere in the loop gets the step and the checkpoint
+// left intact added to its message.
+TrainSummary loop(Run& run, std::ostream& log) try {
   const TrainOptions& o = run.options;
   const bool cls = o.model.pool == nn::Pooling::cls;
   const bool live = ::isatty(STDERR_FILENO);
@@ -335,6 +338,7 @@ TrainSummary loop(Run& run, std::ostream& log) {
   double last_row_train_seconds = timing.train_seconds, last_progress = 0;
   Lap lap;
   InterruptGuard interrupts;  // SIGINT and SIGTERM, from here until the loop ends
+  const DetectAnomalyGuard anomaly_detection(o.detect_anomaly);
 
   run.model->train();
   while (run.step < run.total_steps) {
@@ -438,6 +442,8 @@ TrainSummary loop(Run& run, std::ostream& log) {
   summary.out = o.out;
   summary.sample_text = run.valid.front().text;
   return summary;
+} catch (const AnomalyError& e) {
+  throw AnomalyError(cat(e.what(), "; stopped after step ", run.step, "; ", kept_checkpoint(run)));
 }
 
 }  // namespace
@@ -518,6 +524,7 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
     run.options = train_options_from_json(state.at("options"), state_path);
     run.options.out = dir;
     run.options.verbose = options.verbose;
+    run.options.detect_anomaly = options.detect_anomaly;
     if (options.threads >= 0) run.options.threads = options.threads;
     // The data may come from another path (as it must after a pipe), never with other examples.
     const json saved_data = state.value("data", json::object());

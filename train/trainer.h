@@ -42,6 +42,7 @@ struct ResumeOptions {
   int64_t steps = 0;   // a new total number of steps; 0: the saved total
   int threads = -1;    // -1: the saved count (a different count changes results only within rounding)
   bool verbose = false;
+  bool detect_anomaly = false;
   // The same data from another path: needed when the run read its data from a pipe. Refused unless the
   // examples are the ones the run started with (trainer.json keeps their fingerprint).
   std::string data = {}, valid = {};

@@ -402,3 +402,25 @@ TEST_CASE("cli: bench --json gives one line of sane figures per configuration, a
   require_one_line_error(run_cli(dir, "bench --config huge"), "unknown configuration 'huge'");
   require_one_line_error(run_cli(dir, "bench --config small --seq 2"), "--seq >= 4");
 }
+
+TEST_CASE("train: cli a non-finite loss or weight stops training; --detect-anomaly names the op that made it") {
+  // SGD at lr 1e300 makes the first update's weights infinite or NaN; the next forward reads them.
+  TempDir dir("tapegrad_test_cli");
+  const std::string out = dir / "run";
+  const std::string args = "train --optimizer sgd --lr 1e300 --steps 20 --eval-every 1 --out " + quote(out);
+  // Training logs its progress first; the error is the last line.
+  const auto last_line = [](const Result& r) { return lines_of(r.err).empty() ? "" : lines_of(r.err).back(); };
+  const Result plain = run_cli(dir, args);
+  INFO(plain.err);
+  CHECK(plain.exit_code == 1);
+  CHECK_THAT(last_line(plain), Catch::StartsWith("tapegrad train: training diverged at step 1"));
+  CHECK_THAT(last_line(plain), Catch::Contains("--detect-anomaly names the op"));
+  fs::remove_all(out);
+  const Result detected = run_cli(dir, args + " --detect-anomaly");
+  INFO(detected.err);
+  CHECK(detected.exit_code == 1);
+  CHECK_THAT(last_line(detected), Catch::StartsWith("tapegrad train: anomaly: forward of "));
+  CHECK_THAT(last_line(detected), Catch::Contains("produced NaN (element ["));
+  CHECK_THAT(last_line(detected), Catch::Contains("already holds"));  // the update made the weights non-finite
+  CHECK_THAT(last_line(detected), Catch::Contains("stopped after step 1; no checkpoint was saved yet"));
+}

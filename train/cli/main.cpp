@@ -39,7 +39,8 @@ void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
       if (given(name)) throw ValueError(cat(name, " ", why));
   };
   if (!f.resume.empty()) {  // a resumed run keeps its saved settings; these few it can honour exactly
-    const std::set<std::string> honoured = {"--resume", "--steps", "--threads", "--verbose", "--json", "--data", "--valid"};
+    const std::set<std::string> honoured = {"--resume", "--steps", "--threads", "--verbose", "--json", "--data", "--valid",
+                                             "--detect-anomaly"};
     for (const CLI::Option* option : cmd.get_options())
       if (option->count() > 0 && !honoured.count(option->get_name()))
         throw ValueError(cat(option->get_name(), " cannot change when resuming: --resume continues ", f.resume,
@@ -108,13 +109,16 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   cmd->add_flag("--overwrite", o.overwrite, "Replace a training run already in --out (refused otherwise)");
   cmd->add_flag("--json", f.json, "Print one JSON line with the results on stdout at the end");
   cmd->add_flag("--verbose", o.verbose, "Also print the threads and the BLAS kernels in use");
+  cmd->add_flag("--detect-anomaly", o.detect_anomaly,
+                "Check every op for NaN and Inf and name the first that makes one, with its shapes and place in the model (slower)");
   cmd->callback([&f, program, cmd] {
     refuse_flags_without_effect(*cmd, f);
     TrainOptions& o = f.options;
     TrainSummary summary;
     if (!f.resume.empty()) {
       const bool threads_given = cmd->get_option("--threads")->count() > 0;
-      summary = resume(f.resume, ResumeOptions{o.steps, threads_given ? o.threads : -1, o.verbose, o.data, o.valid},
+      summary = resume(f.resume,
+                       ResumeOptions{o.steps, threads_given ? o.threads : -1, o.verbose, o.detect_anomaly, o.data, o.valid},
                        std::cerr);
     } else {
       o.task.name = f.task;
