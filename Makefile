@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc)
 PACKAGES   := cmake g++ make libopenblas-dev catch2 libcli11-dev nlohmann-json3-dev
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-asan fuzz bench clean
+.PHONY: all deps build demo test test-asan soak fuzz bench clean
 
 all: build
 
@@ -38,6 +38,13 @@ test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTAPEGRAD_SANITIZE=ON
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+# Crash safety, at length: `tapegrad train` killed with SIGKILL at KILLS random moments (the ctest version
+# kills 20 times), resumed after each; every kill must leave a checkpoint that predicts, and every run must
+# end with the bytes of one never killed (tests/train/test_faults.cpp). SEED=n draws the moments of seed n.
+KILLS ?= 200
+soak: build
+	TAPEGRAD_KILLS=$(KILLS) $(if $(SEED),TAPEGRAD_KILL_SEED=$(SEED)) ./$(BUILD)/tests/test_train "faults: SIGKILL at random moments*"
 
 # libFuzzer on the file readers (tests/fuzz/README.md): builds the fuzz targets with clang, ASan and UBSan
 # in build-fuzz, then runs each for FUZZ_SECONDS from the committed seeds (new inputs go to

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -28,10 +30,11 @@ const char* kLinkedFiles[] = {"model.safetensors", "config.json",           "voc
 /// fsync of a file or folder by path: the bytes (or the folder's entries) reach the disk.
 void fsync_path(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw IOError(cat(path, ": cannot open to sync"));
+  if (fd < 0) throw IOError(cat(path, ": cannot open to sync: ", std::strerror(errno)));
   const int rc = ::fsync(fd);
+  const int saved = errno;
   ::close(fd);
-  if (rc != 0) throw IOError(cat(path, ": fsync failed"));
+  if (rc != 0) throw IOError(cat(path, ": fsync failed: ", std::strerror(saved)));
 }
 
 /// Points link at target by creating link.tmp and renaming it over link (atomic on POSIX).
@@ -211,13 +214,24 @@ void load_optimizer_state(optim::Optimizer& optimizer, const std::string& path) 
 
 void write_file_atomic(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw IOError(cat(path, ": cannot write"));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw IOError(cat(tmp, ": cannot create: ", std::strerror(errno)));
+  const auto fail = [&](const char* what) {  // a full disk gets the partial file's space back at once
+    const int saved = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return IOError(cat(tmp, ": ", what, ": ", std::strerror(saved)));
+  };
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t written = ::write(fd, text.data() + done, text.size() - done);
+    if (written < 0 && errno != EINTR) throw fail("write failed");
+    if (written > 0) done += static_cast<size_t>(written);
   }
-  fsync_path(tmp);
+  if (::fsync(fd) != 0) throw fail("fsync failed");
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    throw IOError(cat(tmp, ": close failed: ", std::strerror(errno)));
+  }
   std::error_code error;
   fs::rename(tmp, path, error);
   if (error) throw IOError(cat(path, ": cannot rename into place (", error.message(), ")"));
@@ -254,20 +268,29 @@ void publish_checkpoint(const std::string& out, int64_t step, const CheckpointCo
     std::snprintf(buf, sizeof buf, k ? "step-%09lld-%d" : "step-%09lld", static_cast<long long>(step), k);
     name = buf;
   }
-  write_checkpoint_folder((store / name).string(), contents);
-  fsync_path(store.string());  // the folder's own entry, before any link can point at it
-  swap_symlink(root / "latest", fs::path(".checkpoints") / name);
-  if (is_best) swap_symlink(root / "best", fs::path(".checkpoints") / name);
-  fsync_path(root.string());
-
   std::error_code ignored;
-  for (const char* file : kLinkedFiles) {  // the user-facing names, out/<file> -> latest/<file>, made once
+  try {
+    write_checkpoint_folder((store / name).string(), contents);
+  } catch (const Error&) {  // a full disk gets the space back now rather than at the next publication
+    fs::remove_all(store / name, ignored);
+    throw;
+  }
+  fsync_path(store.string());  // the folder's own entry, before any link can point at it
+  // The user-facing names, out/<file> -> latest/<file>, made once and before `latest` first exists: made
+  // after it, a kill in between would leave a published run whose trainer.json --resume cannot find.
+  for (const char* file : kLinkedFiles) {
     const fs::path link = root / file;
-    if (fs::exists(root / "latest" / file) && !fs::is_symlink(link)) {
+    if (fs::exists(store / name / file) && !fs::is_symlink(link)) {
       fs::remove(link, ignored);
       fs::create_symlink(fs::path("latest") / file, link);
     }
   }
+  // `best` before `latest`: a kill between the two leaves `best` ahead of `latest`, which a resume
+  // catches up with; the other order would leave `best` behind for good, though trainer.json says otherwise.
+  if (is_best) swap_symlink(root / "best", fs::path(".checkpoints") / name);
+  swap_symlink(root / "latest", fs::path(".checkpoints") / name);
+  fsync_path(root.string());
+
   std::set<fs::path> live;  // folders a link points at; the rest (older or half-written ones) go
   for (const char* link : {"latest", "best"})
     if (fs::is_symlink(root / link)) live.insert(fs::read_symlink(root / link).filename());

@@ -59,6 +59,11 @@ struct TrainOptions {
   bool verbose = false;           // also log the threads and BLAS kernels in use (output only: not saved)
 };
 
+/// Refuses values no run can use, before any work starts: a ValueError naming the flag, the value and the
+/// range ("--lr must be a finite number > 0, got nan"). Options that only make sense together (a task flag
+/// with --data, a model flag with --init) are the command line's to refuse: it knows which were given.
+void validate(const TrainOptions& options);
+
 nlohmann::json to_json(const TrainOptions& options);
 /// The options object of trainer.json (path names the file in errors), read as strictly as config.json:
 /// every key present (log_every and overwrite may be absent in older runs), of exactly its type, no

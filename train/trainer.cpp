@@ -19,8 +19,10 @@
 #include "train/batching.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/interrupt.h"
 #include "train/metrics.h"
 #include "train/plots.h"
+#include "train/run_lock.h"
 #include "train/safetensors.h"
 #include "train/training_stream.h"
 #include "train/tsv.h"
@@ -72,10 +74,12 @@ struct Run {
   optim::LrSchedule schedule;
   std::vector<MetricsRow> metrics;
   int64_t step = 0, total_steps = 0, truncated = 0, best_step = 0;
+  int64_t published_step = -1;  // the step of the checkpoint `latest` points at; -1: none yet
   double best_accuracy = -1, best_loss = 0, elapsed_before = 0;  // elapsed_before: seconds of earlier sessions
   double window_loss = 0;                                           // training loss summed since the last row
   int64_t window_steps = 0;
   RunTiming timing;                                                 // all sessions, up to the last checkpoint
+  json data = json::object();  // the --data (and --valid) files' fingerprints, and whether they were pipes
 
   /// trainer.json; `elapsed` is the run's wall-clock time so far (all sessions).
   json trainer_state(double elapsed) const {
@@ -92,20 +96,40 @@ struct Run {
             {"elapsed_seconds", elapsed},
             {"timing", to_json(timing)},
             {"truncated", truncated},
+            {"data", data},
             {"window", {{"loss", window_loss}, {"steps", window_steps}}}};
   }
 };
 
+/// A fingerprint of labelled examples as read (FNV-1a over labels and texts, 16 hex digits): trainer.json
+/// keeps it, and --resume goes on only with the data the run started with, whatever path or pipe brings it.
+std::string fingerprint(const std::vector<Example>& examples) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  const auto mix = [&hash](std::string_view bytes, char end) {
+    for (char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+    hash = (hash ^ static_cast<unsigned char>(end)) * 0x100000001b3ULL;
+  };
+  for (const Example& e : examples) {
+    mix(e.label, '\t');
+    mix(e.text, '\n');
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return hex;
+}
+
+bool is_pipe(const std::string& path) {
+  std::error_code ec;
+  return fs::is_fifo(path, ec) || fs::is_socket(path, ec);
+}
+
 /// Builds data, vocabulary and labels for the options (fills in vocab_size, num_classes, context_length).
+/// Each data file is read exactly once here, so that `--data <(command)` works.
 void setup_data(Run& run, const Vocab* fixed_vocab) {
   TrainOptions& o = run.options;
   const bool cls = o.model.pool == nn::Pooling::cls;
-  if (o.train_size < 0) throw ValueError(cat("--train-size must be >= 0, got ", o.train_size));
-  if (o.context_length < 0)
-    throw ValueError(cat("--context-length must be >= 0 (0: from the data), got ", o.context_length));
   int64_t longest = 0;
   if (o.data.empty()) {
-    validate_task(o.task);
     TaskStream probe(o.task, o.seed);
     run.labels = probe.labels();
     run.vocab = fixed_vocab ? *fixed_vocab : Vocab::build(probe.all_words());
@@ -119,15 +143,23 @@ void setup_data(Run& run, const Vocab* fixed_vocab) {
     longest = o.task.max_len;
   } else {
     std::vector<Example> train = read_tsv(o.data).examples;
+    run.data = {{"fingerprint", fingerprint(train)}, {"pipe", is_pipe(o.data)}};
     if (o.valid.empty()) {
       Split parts = split(train, o.valid_fraction, o.seed);
       train = std::move(parts.train);
       run.valid = std::move(parts.valid);
     } else {
       run.valid = read_tsv(o.valid).examples;
+      run.data["valid_fingerprint"] = fingerprint(run.valid);
+      run.data["valid_pipe"] = is_pipe(o.valid);
     }
-    if (train.empty()) throw ValueError(cat(o.data, ": no training examples left after the validation split"));
+    if (train.empty())
+      throw ValueError(cat(o.data, ": no training examples left after the validation split (",
+                           run.valid.size(), " held out); give more data or --valid"));
     run.labels = sorted_labels(train);
+    if (run.labels.size() < 2)
+      throw ValueError(cat(o.data, ": every training example has the label '", run.labels.front(),
+                           "'; a classifier needs at least two classes"));
     for (const Example& e : run.valid)
       if (!std::binary_search(run.labels.begin(), run.labels.end(), e.label))
         throw ValueError(cat(o.valid.empty() ? o.data : o.valid, ": validation label '", e.label,
@@ -146,18 +178,37 @@ void setup_data(Run& run, const Vocab* fixed_vocab) {
   if (run.valid.empty()) throw ValueError("no validation examples: give --valid or a larger --valid-fraction");
 }
 
+/// Bytes a training step needs, roughly: float32 weights, gradients and two Adam moments (16 bytes a
+/// parameter), and what a step keeps for backward: per layer about 16 floats per position and model
+/// dimension (attention's inputs and outputs, layer norms, residuals), 3 per position and feed-forward
+/// dimension, and the (B, H, T, T) attention weights twice. It errs high: 641 MiB for the medium model of
+/// docs/performance.md, whose training peaks at 314 MiB. It is only meant to refuse, before allocating any
+/// of it, what cannot fit.
+double training_memory_bytes(const TrainOptions& o) {
+  const nn::ClassifierOptions& m = o.model;
+  const double B = o.batch_size, T = m.context_length, C = m.d_model, F = m.d_ff, H = m.n_heads;
+  const double per_layer = B * T * (16 * C + 3 * F) + 2 * B * H * T * T;
+  return 16 * static_cast<double>(nn::parameter_count(m)) + 4 * (m.n_layers * per_layer + 4 * B * T * C);
+}
+
+/// Refuses a run whose memory would exceed the machine's, saying how much it would need.
+void check_memory(const TrainOptions& o) {
+  const double needed = training_memory_bytes(o);
+  const double machine = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (machine > 0 && needed > machine) {
+    constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "this model needs about %.1f GiB to train (%.3g parameters, batch %lld x context %lld), more than "
+                  "this machine's %.1f GiB of memory; lower --batch-size, --context-length, --d-model, --ff or --layers",
+                  needed / GiB, static_cast<double>(nn::parameter_count(o.model)), static_cast<long long>(o.batch_size),
+                  static_cast<long long>(o.model.context_length), machine / GiB);
+    throw ValueError(line);
+  }
+}
+
 void setup_training(Run& run) {
   TrainOptions& o = run.options;
-  if (o.batch_size <= 0) throw ValueError(cat("--batch-size must be positive, got ", o.batch_size));
-  if (o.eval_every <= 0) throw ValueError(cat("--eval-every must be positive, got ", o.eval_every));
-  if (o.log_every <= 0) throw ValueError(cat("--log-every must be positive, got ", o.log_every));
-  if (o.steps < 0) throw ValueError(cat("--steps must be >= 0, got ", o.steps));
-  if (o.epochs < 0) throw ValueError(cat("--epochs must be >= 0, got ", o.epochs));
-  if (o.threads < 0) throw ValueError(cat("--threads must be >= 0 (0: all cores), got ", o.threads));
-  if (o.steps > 0 && o.epochs > 0) throw ValueError("give --steps or --epochs, not both");
-  if (!(o.target_acc >= 0 && o.target_acc <= 1))  // NaN too
-    throw ValueError(cat("--target-acc is a fraction in [0, 1], got ", o.target_acc));
-  if (!(o.clip_grad >= 0)) throw ValueError(cat("--clip-grad must be >= 0, got ", o.clip_grad));
   if (o.epochs > 0) {
     const int64_t per_epoch = (run.stream->size() + o.batch_size - 1) / o.batch_size;
     run.total_steps = o.epochs * per_epoch;
@@ -169,9 +220,54 @@ void setup_training(Run& run) {
   run.schedule.lr_at(0);  // validates the schedule before any work
 }
 
-void publish(Run& run, bool is_best, double elapsed) {
-  CheckpointContents contents{run.model.get(), &run.vocab, &run.labels, run.optimizer.get(), run.trainer_state(elapsed)};
-  publish_checkpoint(run.options.out, run.step, contents, is_best);
+/// What a run that stops early leaves behind, for its last message.
+std::string kept_checkpoint(const Run& run) {
+  if (run.published_step < 0) return cat("no checkpoint was saved yet in ", run.options.out);
+  return cat("the checkpoint of step ", run.published_step, " in ", run.options.out, " is intact");
+}
+
+/// The error that stops a run whose numbers stopped being finite at `step` (`what` says which).
+ValueError diverged(const Run& run, int64_t step, const std::string& what) {
+  const std::string kept = run.published_step < 0
+                               ? cat("no checkpoint was saved in ", run.options.out)
+                               : cat("the last good checkpoint (step ", run.published_step, ") is kept in ", run.options.out);
+  return ValueError(cat("training diverged at step ", step, " (", what, "): stopped; ", kept, "; lower --lr or set --clip-grad"));
+}
+
+/// The first parameter holding a NaN or an infinity, as "'name' holds inf", or "" when all are finite.
+std::string first_non_finite(const nn::SequenceClassifier& model) {
+  for (const auto& [name, p] : model.named_parameters()) {
+    const Tensor c = p.contiguous();
+    const auto find = [&](const auto* x) -> std::string {
+      for (int64_t i = 0; i < c.numel(); ++i)
+        if (!std::isfinite(x[i])) return cat("parameter '", name, "' holds ", static_cast<double>(x[i]));
+      return "";
+    };
+    const std::string found = c.dtype() == DType::float64 ? find(c.data<double>()) : find(c.data<float>());
+    if (!found.empty()) return found;
+  }
+  return "";
+}
+
+/// Writes metrics.csv, curves.svg and a checkpoint of this step, and publishes it as `latest` (and `best`).
+/// Weights that are not finite are never published; a failed write says which file, why, and which
+/// checkpoint is still intact (the folder being written is removed, the links never moved).
+void save_checkpoint(Run& run, bool is_best, double elapsed) {
+  const TrainOptions& o = run.options;
+  if (const std::string bad = first_non_finite(*run.model); !bad.empty()) throw diverged(run, run.step, bad + " after the update");
+  try {
+    // metrics.csv first: a kill before the publish leaves rows that resume drops (it keeps the rows up
+    // to the checkpoint's step); the other order would lose them for good.
+    write_metrics_csv(o.out + "/metrics.csv", run.metrics);
+    write_curves_svg(o.out + "/curves.svg", run.metrics, "tapegrad: " + (o.data.empty() ? o.task.name : o.data));
+    CheckpointContents contents{run.model.get(), &run.vocab, &run.labels, run.optimizer.get(), run.trainer_state(elapsed)};
+    publish_checkpoint(o.out, run.step, contents, is_best);
+  } catch (const IOError& e) {
+    throw IOError(cat(e.what(), "; ", kept_checkpoint(run)));
+  } catch (const std::filesystem::filesystem_error& e) {  // the links and folders of publish_checkpoint
+    throw IOError(cat(e.what(), "; ", kept_checkpoint(run)));
+  }
+  run.published_step = run.step;
 }
 
 /// The validation set's loss and accuracy, between two releases of the storage cache. Evaluation batches
@@ -238,9 +334,16 @@ TrainSummary loop(Run& run, std::ostream& log) {
   int64_t last_row_step = run.step;
   double last_row_train_seconds = timing.train_seconds, last_progress = 0;
   Lap lap;
+  InterruptGuard interrupts;  // SIGINT and SIGTERM, from here until the loop ends
 
   run.model->train();
   while (run.step < run.total_steps) {
+    if (const int signal = interrupts.received()) {  // at a step boundary: save this step, then stop
+      if (live) log << "\r\033[K" << std::flush;
+      if (run.published_step != run.step) save_checkpoint(run, false, seconds_now());
+      throw Interrupted(signal, cat("interrupted by ", signal_name(signal), " at step ", run.step,
+                                    ": checkpoint saved; continue with: tapegrad train --resume ", o.out));
+    }
     const Batch batch = make_batch(run.stream->next_batch(o.batch_size), run.vocab, run.labels, o.context_length, cls);
     run.truncated += batch.truncated;
     const Tensor logits = run.model->forward(batch.ids, batch.key_padding_mask);
@@ -248,8 +351,7 @@ TrainSummary loop(Run& run, std::ostream& log) {
     run.optimizer->zero_grad();
     backward(loss);
     const double loss_value = loss.item();  // the one float a step reads back; rows average it
-    if (!std::isfinite(loss_value))
-      throw ValueError(cat("training diverged at step ", run.step + 1, " (loss ", loss_value, "); lower --lr or set --clip-grad"));
+    if (!std::isfinite(loss_value)) throw diverged(run, run.step + 1, cat("loss ", loss_value));
     if (o.clip_grad > 0) optim::clip_grad_norm(params, o.clip_grad);
     run.optimizer->set_lr(run.schedule.lr_at(run.step));
     run.optimizer->step();
@@ -314,11 +416,7 @@ TrainSummary loop(Run& run, std::ostream& log) {
     }
     const bool reached = o.target_acc > 0 && eval.accuracy >= o.target_acc;
     if (reached) run.total_steps = run.step;  // early stop: this checkpoint is the last
-    // metrics.csv first: a kill before the publish leaves rows that resume drops (it keeps the rows up
-    // to the checkpoint's step); the other order would lose them for good.
-    write_metrics_csv(o.out + "/metrics.csv", run.metrics);
-    write_curves_svg(o.out + "/curves.svg", run.metrics, "tapegrad: " + (o.data.empty() ? o.task.name : o.data));
-    publish(run, is_best, row.elapsed_seconds);
+    save_checkpoint(run, is_best, row.elapsed_seconds);
     timing.checkpoint_seconds += lap.next();
     if (reached) {
       summary.reached_target = true;
@@ -338,6 +436,7 @@ TrainSummary loop(Run& run, std::ostream& log) {
   summary.best_step = run.best_step;
   summary.truncated = run.truncated;
   summary.out = o.out;
+  summary.sample_text = run.valid.front().text;
   return summary;
 }
 
@@ -362,10 +461,7 @@ json to_json(const TrainSummary& s) {
 }
 
 TrainSummary train(const TrainOptions& options, std::ostream& log) {
-  const fs::path out(options.out);
-  if (!options.overwrite && (fs::exists(out / "trainer.json") || fs::is_symlink(out / "latest")))
-    throw ValueError(cat("--out ", options.out, " already holds a training run: --resume it, choose another --out, ",
-                         "or pass --overwrite to replace it"));
+  validate(options);
   Run run;
   run.options = options;
   // Paths are saved absolute in trainer.json, so --resume works from any working directory.
@@ -378,6 +474,7 @@ TrainSummary train(const TrainOptions& options, std::ostream& log) {
     run.options.context_length = init->options.context_length;
   }
   setup_data(run, init ? &init->vocab : nullptr);
+  check_memory(run.options);
   if (init && init->labels != run.labels)
     throw ValueError(cat("--init ", options.init, ": its labels differ from the data's (", init->labels.size(), " vs ",
                          run.labels.size(), "); fine-tuning needs the same label set"));
@@ -386,7 +483,13 @@ TrainSummary train(const TrainOptions& options, std::ostream& log) {
   run.model = std::make_unique<nn::SequenceClassifier>(run.options.model, init_gen, run.dropout_rng);
   if (init) run.model->load_state_dict(init->model->state_dict());
   setup_training(run);
-  fs::create_directories(run.options.out);
+  // The lock before anything in --out is written or removed, and before the check below, so that a second
+  // trainer hears that the directory is in use rather than advice to resume it.
+  const RunLock lock(options.out, "--out");
+  const fs::path out(options.out);
+  if (!options.overwrite && (fs::exists(out / "trainer.json") || fs::is_symlink(out / "latest")))
+    throw ValueError(cat("--out ", options.out, " already holds a training run: --resume it, choose another --out, ",
+                         "or pass --overwrite to replace it"));
   std::error_code ignored;
   fs::remove(run.options.out + "/metrics.csv", ignored);
   log << "training " << run.model->parameter_count() << " parameters on "
@@ -396,8 +499,8 @@ TrainSummary train(const TrainOptions& options, std::ostream& log) {
   return loop(run, log);
 }
 
-TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log, bool verbose) {
-  if (steps < 0) throw ValueError(cat("--steps must be >= 0 (0: the saved total), got ", steps));
+TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log) {
+  if (options.steps < 0) throw ValueError(cat("--steps must be positive, got ", options.steps));
   const std::string state_path = dir + "/trainer.json";
   json state;
   {
@@ -409,13 +512,41 @@ TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log, bo
       throw IOError(cat(state_path, ": not valid JSON (", e.what(), ")"));
     }
   }
+  const RunLock lock(dir, "--resume");  // released when this run ends, however it ends
   Run run;
   try {
     run.options = train_options_from_json(state.at("options"), state_path);
     run.options.out = dir;
-    run.options.verbose = verbose;
+    run.options.verbose = options.verbose;
+    if (options.threads >= 0) run.options.threads = options.threads;
+    // The data may come from another path (as it must after a pipe), never with other examples.
+    const json saved_data = state.value("data", json::object());
+    const auto relocate = [&](const std::string& given, std::string& saved, const char* flag, const char* pipe_key) {
+      if (!given.empty()) {
+        if (saved.empty()) throw ValueError(cat("--resume: ", dir, " was started without ", flag, "; a resumed run keeps its data"));
+        saved = fs::absolute(given).lexically_normal().string();
+      } else if (saved_data.value(pipe_key, false)) {
+        throw ValueError(cat("--resume: the run read ", flag, " from a pipe (", saved,
+                             "), which cannot be read again: give the same data with ", flag));
+      }
+    };
+    relocate(options.data, run.options.data, "--data", "pipe");
+    relocate(options.valid, run.options.valid, "--valid", "valid_pipe");
+    try {
+      validate(run.options);
+    } catch (const ValueError& e) {
+      throw IOError(cat(state_path, ": the saved options are invalid: ", e.what()));
+    }
     const LoadedModel saved = load_model(dir);
     setup_data(run, &saved.vocab);
+    const auto require_same_examples = [&](const char* key, const std::string& path) {
+      if (saved_data.contains(key) && run.data.value(key, std::string()) != saved_data.at(key))
+        throw ValueError(cat("--resume: ", path, " holds other examples than the run started with (fingerprint ",
+                             run.data.value(key, std::string()), ", saved ", saved_data.at(key).get<std::string>(),
+                             "); resuming needs the same data"));
+    };
+    require_same_examples("fingerprint", run.options.data);
+    require_same_examples("valid_fingerprint", run.options.valid);
     run.dropout_rng = std::make_shared<Generator>(0);
     Generator unused(0);
     run.model = std::make_unique<nn::SequenceClassifier>(run.options.model, unused, run.dropout_rng);
@@ -423,13 +554,16 @@ TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log, bo
     setup_training(run);
     run.optimizer->load_state(load_safetensors(dir + "/optimizer.safetensors").tensors);
     run.step = state.at("step").get<int64_t>();
-    run.total_steps = steps > 0 ? steps : state.at("total_steps").get<int64_t>();
+    run.published_step = run.step;
+    run.total_steps = options.steps > 0 ? options.steps : state.at("total_steps").get<int64_t>();
+    if (options.steps > 0 && options.steps <= run.step)
+      throw ValueError(cat("--steps ", options.steps, " is not more than the ", run.step, " steps ", dir, " has done"));
     const json& s = state.at("schedule");
     run.schedule = {optim::parse_schedule(s.at("kind").get<std::string>()), s.at("base_lr").get<double>(),
                     s.at("warmup_steps").get<int64_t>(), s.at("total_steps").get<int64_t>(), s.at("min_lr").get<double>()};
     // A new total stretches the decay over it, as setup_training would have (else a cosine or linear
     // schedule sits at min_lr for every added step).
-    if (steps > 0) run.schedule.total_steps = std::max(run.total_steps, run.schedule.warmup_steps + 1);
+    if (options.steps > 0) run.schedule.total_steps = std::max(run.total_steps, run.schedule.warmup_steps + 1);
     run.stream->set_state(state.at("rng").at("data"));
     run.dropout_rng->set_state(generator_state(state.at("rng").at("dropout")));
     run.best_accuracy = state.at("best").at("accuracy").get<double>();

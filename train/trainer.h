@@ -27,16 +27,29 @@ struct TrainSummary {
   int64_t truncated = 0;  // training sequences cut to the context length
   bool reached_target = false;
   std::string out;
+  std::string sample_text;  // a validation text, to suggest a `predict` command with
 };
 nlohmann::json to_json(const TrainSummary& summary);
 
 /// Trains from scratch (or from options.init) into options.out; progress goes to log.
+/// While it trains (and so resume()): SIGINT or SIGTERM saves the current step's checkpoint and throws
+/// Interrupted (train/interrupt.h); another trainer holding the run directory's lock is a ValueError
+/// (train/run_lock.h); a non-finite loss or weight stops it before anything non-finite is published.
 TrainSummary train(const TrainOptions& options, std::ostream& log);
 
-/// Continues the run in `dir` exactly where its latest checkpoint stopped, until `steps` total steps
-/// (0: the saved total). Every RNG, the optimizer state, the schedule and metrics.csv continue, so the
-/// result is bit-identical to a run that was never interrupted.
-/// `verbose` as TrainOptions::verbose.
-TrainSummary resume(const std::string& dir, int64_t steps, std::ostream& log, bool verbose = false);
+/// What a resumed run may change; everything else is the saved run's.
+struct ResumeOptions {
+  int64_t steps = 0;   // a new total number of steps; 0: the saved total
+  int threads = -1;    // -1: the saved count (a different count changes results only within rounding)
+  bool verbose = false;
+  // The same data from another path: needed when the run read its data from a pipe. Refused unless the
+  // examples are the ones the run started with (trainer.json keeps their fingerprint).
+  std::string data = {}, valid = {};
+};
+
+/// Continues the run in `dir` exactly where its latest checkpoint stopped. Every RNG, the optimizer state,
+/// the schedule and metrics.csv continue, so the result is bit-identical to a run that was never
+/// interrupted (on the same number of threads).
+TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log);
 
 }  // namespace tapegrad

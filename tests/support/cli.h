@@ -1,6 +1,6 @@
 #pragma once
-// Running the tapegrad command line as a real process from a test (TAPEGRAD_CLI is its path, defined for
-// test_train), and the failure contract every bad input must meet: one line on stderr, a non-zero exit.
+// Running the real `tapegrad` binary from a test: a process with its own stdin, stdout and stderr, and the
+// failure contract every bad input must meet (one line on stderr naming the problem, a non-zero exit).
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "autograd/error.h"
+#include "autograd/random.h"
 #include "support/temp_dir.h"
 
 namespace tapegrad::testing {
@@ -42,11 +43,10 @@ struct Result {
   std::string out, err;
 };
 
-/// Runs `tapegrad <args>` (args already shell-quoted where needed) with stdin from `input`, capturing
-/// stdout and stderr separately.
-inline Result run_cli(const TempDir& dir, const std::string& args, const std::string& input = "") {
+/// Runs a shell command line with stdin from `input`, capturing stdout and stderr separately.
+inline Result run_shell(const TempDir& dir, const std::string& command_line, const std::string& input = "") {
   const std::string in = dir.file("stdin.txt", input), out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string command = cat(quote(TAPEGRAD_CLI), " ", args, " <", quote(in), " >", quote(out), " 2>", quote(err));
+  const std::string command = cat("{ ", command_line, "; } <", quote(in), " >", quote(out), " 2>", quote(err));
   const int status = std::system(command.c_str());
   Result r;
   r.out = read_file(out);
@@ -59,6 +59,15 @@ inline Result run_cli(const TempDir& dir, const std::string& args, const std::st
     r.signal = WTERMSIG(status);
   }
   return r;
+}
+
+/// The binary under test, as a shell word.
+inline std::string tapegrad_command() { return quote(TAPEGRAD_CLI); }
+
+/// Runs `tapegrad <args>` (args already shell-quoted where needed); a run that hangs is killed after
+/// ten minutes (timeout's exit code 124 then fails the test) instead of hanging the suite.
+inline Result run_cli(const TempDir& dir, const std::string& args, const std::string& input = "") {
+  return run_shell(dir, cat("timeout -k 10 600 ", tapegrad_command(), " ", args), input);
 }
 
 /// The failure contract: exactly one line on stderr, "tapegrad..." (naming what is wrong), nothing on
@@ -75,6 +84,38 @@ inline void require_one_line_error(const Result& r, const std::string& mentions)
   CHECK_THAT(r.err, Catch::Contains(mentions));
   CHECK_THAT(r.err, !Catch::Contains("terminate called"));
   CHECK_THAT(r.err, !Catch::Contains("Aborted"));
+}
+
+/// A labelled TSV of two classes decided by one keyword ("good" -> pos, "bad" -> neg) among filler
+/// words; every tenth line is long (more than 12 words).
+inline std::string keyword_tsv(int64_t lines, uint64_t seed) {
+  const std::vector<std::string> filler = {"the",  "a",     "film",  "was",   "very", "quite",
+                                           "plot", "actor", "scene", "music", "and",  "it"};
+  Generator gen(seed);
+  std::string text;
+  for (int64_t i = 0; i < lines; ++i) {
+    const bool pos = i % 2 == 0;
+    const int64_t n = i % 10 == 9 ? 14 : 3 + static_cast<int64_t>(gen.below(4));
+    std::vector<std::string> words;
+    for (int64_t k = 0; k < n; ++k) words.push_back(filler[gen.below(filler.size())]);
+    // within the first words, so that a context of 8 always keeps it
+    words.insert(words.begin() + static_cast<int64_t>(gen.below(4)), pos ? "good" : "bad");
+    text += pos ? "pos\t" : "neg\t";
+    for (size_t k = 0; k < words.size(); ++k) text += (k ? " " : "") + words[k];
+    text += "\n";
+  }
+  return text;
+}
+
+/// Trains a small model on a keyword TSV with a context of 8; returns the run directory.
+inline std::string train_keyword_model(const TempDir& dir, Result* result = nullptr) {
+  const std::string data = dir.file("train.tsv", keyword_tsv(200, 1)), out = dir / "run";
+  const Result r = run_cli(dir, cat("train --data ", quote(data),
+                                    " --context-length 8 --steps 60 --eval-every 30 --out ", quote(out), " --json"));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  if (result) *result = r;
+  return out;
 }
 
 }  // namespace tapegrad::testing

@@ -105,7 +105,7 @@ void require_exact_resume(TrainOptions options, int64_t n, const TempDir& dir) {
   options.steps = n;
   const TrainSummary first = train(options, log);
   REQUIRE(first.steps == n);
-  const TrainSummary resumed = resume(options.out, 2 * n, log);
+  const TrainSummary resumed = resume(options.out, ResumeOptions{.steps = 2 * n}, log);
   INFO(log.str());
   REQUIRE(straight.steps == 2 * n);
   REQUIRE(resumed.steps == 2 * n);
@@ -242,7 +242,7 @@ TEST_CASE("train: metrics.csv has a training-loss row every --log-every steps an
   std::ostringstream log;
   train(options, log);
   std::ofstream(fs::path(options.out) / "metrics.csv", std::ios::app) << "21,0,0.005,9.5,,,100,1\n24,0,0.005,9.5,,,100,1\n30,0,0.005,9.5,9.5,0.125,100,1\n";
-  resume(options.out, 40, log);
+  resume(options.out, ResumeOptions{.steps = 40}, log);
   CHECK(metrics_without_timing(options.out + "/metrics.csv") == metrics_without_timing(dir / "straight/metrics.csv"));
 }
 
@@ -259,7 +259,7 @@ TEST_CASE("train: resume with a new total stretches a decaying schedule over it"
   options.out = dir / "interrupted";
   options.steps = 20;
   train(options, log);
-  resume(options.out, 40, log);
+  resume(options.out, ResumeOptions{.steps = 40}, log);
   INFO(log.str());
   const std::vector<MetricsRow> a = read_metrics_csv(dir / "straight/metrics.csv");
   const std::vector<MetricsRow> b = read_metrics_csv(dir / "interrupted/metrics.csv");
@@ -382,7 +382,7 @@ TEST_CASE("train: a run directory shows one whole checkpoint and strays of a kil
   CHECK(trainer_json(out).at("step").get<int64_t>() == 30);
 
   // The next publish removes every stray.
-  resume(out, 50, log);
+  resume(out, ResumeOptions{.steps = 50}, log);
   CHECK(!fs::exists(store / "step-000000999"));
   CHECK(!fs::exists(fs::path(out) / "latest.tmp"));
   CHECK(!fs::exists(fs::path(out) / "metrics.csv.tmp"));

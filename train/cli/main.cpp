@@ -2,9 +2,11 @@
 // A bad flag, value or file gets one line on stderr and a non-zero exit, never a stack trace.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "autograd/autograd.h"
@@ -12,6 +14,7 @@
 #include "train/bench.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/interrupt.h"
 #include "train/plots.h"
 #include "train/trainer.h"
 #include "train/tsv.h"
@@ -28,13 +31,37 @@ struct TrainFlags {
   bool no_shuffle = false, json = false;
 };
 
-/// A text worth trying with `predict` after training on these options.
-std::string example_text(const TrainOptions& o) {
-  if (!o.data.empty()) {
-    const auto examples = read_tsv(o.data).examples;
-    if (!examples.empty()) return examples.front().text;
+/// A flag that would have no effect in the chosen mode is refused by name, never silently ignored.
+void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
+  const auto given = [&](const std::string& name) { return cmd.get_option(name)->count() > 0; };
+  const auto refuse = [&](std::initializer_list<const char*> names, const std::string& why) {
+    for (const char* name : names)
+      if (given(name)) throw ValueError(cat(name, " ", why));
+  };
+  if (!f.resume.empty()) {  // a resumed run keeps its saved settings; these few it can honour exactly
+    const std::set<std::string> honoured = {"--resume", "--steps", "--threads", "--verbose", "--json", "--data", "--valid"};
+    for (const CLI::Option* option : cmd.get_options())
+      if (option->count() > 0 && !honoured.count(option->get_name()))
+        throw ValueError(cat(option->get_name(), " cannot change when resuming: --resume continues ", f.resume,
+                             " with its saved settings (start a new run with --init ", f.resume, " to change them)"));
+    return;
   }
-  return o.task.name == "order" ? "t1 A t4 t2 B t0" : "t3 t1 t3 t0 t5 t3";
+  if (given("--data"))
+    refuse({"--task", "--train-size", "--symbols", "--min-len", "--max-len"},
+           "configures a built-in task, which --data replaces");
+  else
+    refuse({"--valid", "--valid-fraction"}, "needs --data (a built-in task has its own validation set)");
+  if (given("--valid")) refuse({"--valid-fraction"}, "splits --data, but --valid gives the validation set");
+  if (given("--init"))
+    refuse({"--d-model", "--heads", "--ff", "--layers", "--context-length", "--activation", "--norm-first", "--final-norm",
+            "--pool", "--positional", "--dropout"},
+           "has no effect with --init: the model is the checkpoint's");
+  if (f.options.optimizer != "sgd") refuse({"--momentum"}, cat("applies to --optimizer sgd only, not ", f.options.optimizer));
+  if (!given("--data") && !given("--train-size"))
+    refuse({"--no-shuffle", "--epochs"}, "needs a fixed training set (--data or --train-size)");
+  for (const char* name : {"--steps", "--epochs"})
+    if (given(name) && cmd.get_option(name)->as<int64_t>() <= 0)
+      throw ValueError(cat(name, " must be positive, got ", cmd.get_option(name)->as<int64_t>()));
 }
 
 void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
@@ -81,11 +108,14 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   cmd->add_flag("--overwrite", o.overwrite, "Replace a training run already in --out (refused otherwise)");
   cmd->add_flag("--json", f.json, "Print one JSON line with the results on stdout at the end");
   cmd->add_flag("--verbose", o.verbose, "Also print the threads and the BLAS kernels in use");
-  cmd->callback([&f, program] {
+  cmd->callback([&f, program, cmd] {
+    refuse_flags_without_effect(*cmd, f);
     TrainOptions& o = f.options;
     TrainSummary summary;
     if (!f.resume.empty()) {
-      summary = resume(f.resume, o.steps, std::cerr, o.verbose);
+      const bool threads_given = cmd->get_option("--threads")->count() > 0;
+      summary = resume(f.resume, ResumeOptions{o.steps, threads_given ? o.threads : -1, o.verbose, o.data, o.valid},
+                       std::cerr);
     } else {
       o.task.name = f.task;
       o.model.activation = nn::parse_activation(f.activation);
@@ -109,7 +139,7 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
       std::cout << to_json(summary).dump() << std::endl;
     } else if (f.resume.empty()) {
       std::fprintf(stderr, "try: %s predict --checkpoint %s --text \"%s\"\n", program.c_str(), summary.out.c_str(),
-                   example_text(o).c_str());
+                   summary.sample_text.c_str());
     }
   });
 }
@@ -152,6 +182,9 @@ void add_eval(CLI::App& app, EvalFlags& f) {
   cmd->add_flag("--json", f.json, "Print the results as one JSON object");
   cmd->callback([&f, symbols, min_len, max_len, seed] {
     if (f.task.empty() && f.data.empty()) throw ValueError("eval: give --task or --data");
+    if (!f.data.empty())
+      for (const CLI::Option* option : {symbols, min_len, max_len, seed})
+        if (option->count() > 0) throw ValueError(cat(option->get_name(), " configures a built-in task, which --data replaces"));
     LoadedModel loaded = load_model(f.checkpoint);
     std::vector<Example> examples;
     if (!f.data.empty()) {
@@ -334,6 +367,9 @@ void add_bench(CLI::App& app, BenchFlags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f), write() fails with EFBIG, which the checkpoint code reports with
+  // the file's name, instead of SIGXFSZ killing the process without a word.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"tapegrad: a from-scratch training framework with a dynamic tape autograd"};
   app.require_subcommand(1);
   TrainFlags train_flags;
@@ -357,6 +393,9 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);
     std::fprintf(stderr, "tapegrad: %s (see --help)\n", e.what());
     return 2;
+  } catch (const Interrupted& e) {  // stopped by SIGINT or SIGTERM after saving: exit as a shell reports it
+    std::fprintf(stderr, "%s\n", e.what());
+    return 128 + e.signal;
   } catch (const std::exception& e) {
     const std::string sub = app.get_subcommands().empty() ? "" : " " + app.get_subcommands()[0]->get_name();
     std::fprintf(stderr, "tapegrad%s: %s\n", sub.c_str(), e.what());

@@ -1,0 +1,194 @@
+// The command line says no instead of guessing: every bad value, every flag that would have no effect in
+// the chosen mode, and every data set that cannot make a classifier gets one line on stderr naming the
+// flag or file and what is wrong, a non-zero exit, and no work done. Each row is one bad input of the
+// table in docs/reliability.md (the last test checks that the table lists every row by name).
+#include <sys/stat.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "support/cli.h"
+#include "support/temp_dir.h"
+
+using namespace tapegrad;
+using testing::TempDir;
+using namespace testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct BadInput {
+  std::string name;      // as docs/reliability.md lists it
+  std::string args;      // after `tapegrad`, shell-quoted
+  std::string mentions;  // what the one line must say
+};
+
+void require_refused(const TempDir& dir, const std::vector<BadInput>& cases) {
+  for (const BadInput& c : cases) {
+    INFO(c.name << ": tapegrad " << c.args);
+    require_one_line_error(run_cli(dir, c.args), c.mentions);
+  }
+}
+
+std::vector<BadInput> bad_values(const std::string& out) {
+  return {{
+      {"no subcommand", "", "subcommand"},
+      {"unknown subcommand", "frobnicate", "subcommand"},
+      {"unknown flag", "train --bogus" + out, "--bogus"},
+      {"a word where a number belongs", "train --lr abc" + out, "--lr"},
+      {"a fraction where an integer belongs", "train --steps 1.5" + out, "--steps"},
+      {"zero steps", "train --steps 0" + out, "--steps must be positive"},
+      {"negative steps", "train --steps -5" + out, "--steps must be positive"},
+      {"zero epochs", "train --train-size 100 --epochs 0" + out, "--epochs must be positive"},
+      {"NaN learning rate", "train --lr nan" + out, "--lr must be a finite number >= 0"},
+      {"infinite learning rate", "train --lr inf" + out, "--lr must be a finite number >= 0"},
+      {"negative learning rate", "train --lr -0.1" + out, "--lr must be a finite number >= 0"},
+      {"negative weight decay", "train --weight-decay -1" + out, "--weight-decay"},
+      {"momentum of 1", "train --optimizer sgd --momentum 1" + out, "--momentum must be in [0, 1)"},
+      {"dropout of 1", "train --dropout 1" + out, "--dropout must be in [0, 1)"},
+      {"negative dropout", "train --dropout -0.1" + out, "--dropout must be in [0, 1)"},
+      {"validation fraction 0", "train --data x.tsv --valid-fraction 0" + out, "--valid-fraction must be in (0, 1)"},
+      {"validation fraction 1", "train --data x.tsv --valid-fraction 1" + out, "--valid-fraction must be in (0, 1)"},
+      {"target accuracy above 1", "train --target-acc 5" + out, "--target-acc"},
+      {"NaN target accuracy", "train --target-acc nan" + out, "--target-acc"},
+      {"NaN gradient clip", "train --clip-grad nan" + out, "--clip-grad"},
+      {"zero batch size", "train --batch-size 0" + out, "--batch-size must be positive"},
+      {"zero validation interval", "train --eval-every 0" + out, "--eval-every must be positive"},
+      {"negative warm-up", "train --warmup -1" + out, "--warmup"},
+      {"negative threads", "train --threads -1" + out, "--threads"},
+      {"negative training set size", "train --train-size -5" + out, "--train-size"},
+      {"negative context length", "train --context-length -3" + out, "--context-length"},
+      {"zero heads", "train --heads 0" + out, "--heads"},
+      {"width not divisible by heads", "train --heads 3 --d-model 32" + out, "not divisible by --heads 3"},
+      {"zero width", "train --d-model 0" + out, "--d-model"},
+      {"a model too large for the machine", "train --d-model 65536 --ff 65536 --heads 1 --layers 64" + out,
+       "this model needs about"},
+      {"unknown optimizer", "train --optimizer foo" + out, "foo"},
+      {"unknown task", "train --task sorting" + out, "sorting"},
+      {"unknown schedule", "train --schedule wavy" + out, "wavy"},
+      {"unknown activation", "train --activation tanh" + out, "tanh"},
+      {"unknown pooling", "train --pool max" + out, "max"},
+      {"task with one symbol", "train --symbols 1" + out, "symbols"},
+      {"eval without a checkpoint", "eval --task majority", "--checkpoint"},
+      {"eval with neither --task nor --data", "eval --checkpoint x", "give --task or --data"},
+      {"predict with an unknown flag", "predict --checkpoint x --text a --bogus", "--bogus"},
+      {"gradcheck with an unknown flag", "gradcheck --bogus", "--bogus"},
+  }};
+}
+
+std::vector<BadInput> flags_without_effect(const std::string& out, const std::string& data, const std::string& run) {
+  return {{
+      {"a task flag with --data", "train --data " + data + " --symbols 12" + out, "--symbols configures a built-in task"},
+      {"--task with --data", "train --data " + data + " --task order" + out, "--task configures a built-in task"},
+      {"--train-size with --data", "train --data " + data + " --train-size 10" + out, "--train-size"},
+      {"--valid-fraction with --valid", "train --data " + data + " --valid " + data + " --valid-fraction 0.2" + out,
+       "--valid-fraction splits --data"},
+      {"--valid without --data", "train --valid " + data + out, "--valid needs --data"},
+      {"--valid-fraction without --data", "train --valid-fraction 0.2" + out, "--valid-fraction needs --data"},
+      {"--momentum with adamw", "train --momentum 0.5" + out, "--momentum applies to --optimizer sgd only"},
+      {"--no-shuffle on a fresh task stream", "train --no-shuffle" + out, "--no-shuffle needs a fixed training set"},
+      {"--epochs on a fresh task stream", "train --epochs 2" + out, "--epochs needs a fixed training set"},
+      {"a model flag with --init", "train --init " + run + " --data " + data + " --d-model 64" + out,
+       "--d-model has no effect with --init"},
+      {"--dropout with --init", "train --init " + run + " --data " + data + " --dropout 0.1" + out,
+       "--dropout has no effect with --init"},
+      {"--lr with --resume", "train --resume " + run + " --lr 0.1", "--lr cannot change when resuming"},
+      {"--out with --resume", "train --resume " + run + out, "--out cannot change when resuming"},
+      {"--seed with --resume", "train --resume " + run + " --seed 3", "--seed cannot change when resuming"},
+      {"a model flag with --resume", "train --resume " + run + " --layers 4", "--layers cannot change when resuming"},
+      {"fewer steps than done with --resume", "train --resume " + run + " --steps 10", "is not more than the 60 steps"},
+      {"a task flag with eval --data", "eval --checkpoint " + run + " --data " + data + " --symbols 5",
+       "--symbols configures a built-in task"},
+  }};
+}
+
+std::vector<BadInput> out_is_a_file(const std::string& file) {
+  return {{"--out naming a file", "train --steps 5 --out " + file, "is a file"}};
+}
+
+std::vector<BadInput> cannot_classify(const std::string& out, const std::string& one_label, const std::string& one_line,
+                                      const std::string& train, const std::string& unseen) {
+  return {
+      {"a single label", "train --data " + one_label + out, "a classifier needs at least two classes"},
+      {"one example: nothing left after the split", "train --data " + one_line + " --valid-fraction 0.5" + out,
+       "no training examples left"},
+      {"a validation label never seen in training", "train --data " + train + " --valid " + unseen + out,
+       "validation label 'meh' does not occur in the training data"},
+  };
+}
+
+std::vector<BadInput> resume_other_data(const std::string& run, const std::string& other) {
+  return {
+      {"--resume of a run whose data came from a pipe", "train --resume " + run + " --steps 30", "from a pipe"},
+      {"--resume with other data", "train --resume " + run + " --data " + other + " --steps 30",
+       "holds other examples than the run started with"},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("bad inputs: command-line values out of range are refused before any work") {
+  TempDir dir("tapegrad_test_bad_inputs");
+  require_refused(dir, bad_values(" --out " + quote(dir / "run")));
+  CHECK(!fs::exists(dir / "run"));  // nothing was created: the checks come before any work
+}
+
+TEST_CASE("bad inputs: --out naming a file is refused and the file is left alone") {
+  TempDir dir("tapegrad_test_bad_inputs");
+  const std::string file = dir.file("notes.txt", "my notes\n");
+  require_refused(dir, out_is_a_file(quote(file)));
+  CHECK(read_file(file) == "my notes\n");
+}
+
+TEST_CASE("bad inputs: a flag that would have no effect in the chosen mode is refused by name") {
+  TempDir dir("tapegrad_test_bad_inputs");
+  const std::string run = train_keyword_model(dir);  // 60 steps on train.tsv into dir/run
+  const std::string before = read_file(run + "/model.safetensors");
+  require_refused(dir, flags_without_effect(" --out " + quote(dir / "other"), quote(dir / "train.tsv"), quote(run)));
+  CHECK(!fs::exists(dir / "other"));
+  CHECK(read_file(run + "/model.safetensors") == before);  // the refused resumes changed nothing
+}
+
+TEST_CASE("bad inputs: data that cannot make a classifier is refused with the reason") {
+  TempDir dir("tapegrad_test_bad_inputs");
+  const std::string out = " --out " + quote(dir / "run");
+  const std::string one_label = quote(dir.file("one_label.tsv", "pos\tgood film\npos\tnice film\npos\tfine film\n"));
+  const std::string one_line = quote(dir.file("one_line.tsv", "pos\tgood film\n"));
+  const std::string train = quote(dir.file("train.tsv", keyword_tsv(40, 2)));
+  const std::string unseen = quote(dir.file("unseen.tsv", "pos\tgood film\nmeh\tso so\n"));
+  require_refused(dir, cannot_classify(out, one_label, one_line, train, unseen));
+  CHECK(!fs::exists(dir / "run"));
+}
+
+TEST_CASE("bad inputs: data from a pipe is read once, and --resume takes the same data again or refuses") {
+  TempDir dir("tapegrad_test_bad_inputs");
+  const std::string data = dir.file("train.tsv", keyword_tsv(200, 1)), fifo = dir / "data.fifo", run = dir / "run";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // One writer: a second open of the pipe by tapegrad would find no writer and hang (and time out).
+  const Result trained =
+      run_shell(dir, cat("timeout 60 cat ", quote(data), " > ", quote(fifo), " & timeout -k 5 120 ", tapegrad_command(),
+                         " train --data ", quote(fifo), " --context-length 8 --steps 20 --eval-every 10 --out ", quote(run)));
+  INFO(trained.err);
+  REQUIRE(trained.exit_code == 0);
+  CHECK_THAT(trained.err, Catch::Contains("try: "));  // the suggested predict text did not re-read the pipe
+
+  const std::string other = quote(dir.file("other.tsv", keyword_tsv(200, 7)));
+  require_refused(dir, resume_other_data(quote(run), other));
+  const Result resumed = run_cli(dir, "train --resume " + quote(run) + " --data " + quote(data) + " --steps 30 --json");
+  INFO(resumed.err);
+  CHECK(resumed.exit_code == 0);
+}
+
+TEST_CASE("bad inputs: docs/reliability.md lists every command-line row of this file") {
+  const std::string docs = read_file(std::string(TAPEGRAD_SOURCE_DIR) + "/docs/reliability.md");
+  REQUIRE(!docs.empty());
+  std::vector<BadInput> rows = bad_values("");
+  for (const auto& table : {flags_without_effect("", "", ""), out_is_a_file(""), cannot_classify("", "", "", "", ""),
+                            resume_other_data("", "")})
+    rows.insert(rows.end(), table.begin(), table.end());
+  for (const BadInput& row : rows) {
+    INFO(row.name);
+    CHECK_THAT(docs, Catch::Contains("| " + row.name + " |"));
+  }
+}
