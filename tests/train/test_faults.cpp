@@ -35,7 +35,7 @@
 
 using namespace tapegrad;
 using testing::TempDir;
-using namespace testing::cli;
+using namespace testing;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
