@@ -237,8 +237,9 @@ ValueError diverged(const Run& run, int64_t step, const std::string& what) {
 
 /// The first parameter holding a NaN or an infinity, as "'name' holds inf", or "" when all are finite.
 std::string first_non_finite(const nn::SequenceClassifier& model) {
-  for (const auto& [name, p] : model.named_parameters()) {
-    const Tensor c = p.contiguous();
+  for (const auto& entry : model.named_parameters()) {  // not a structured binding: clang 14 cannot capture one
+    const std::string& name = entry.first;
+    const Tensor c = entry.second.contiguous();
     const auto find = [&](const auto* x) -> std::string {
       for (int64_t i = 0; i < c.numel(); ++i)
         if (!std::isfinite(x[i])) return cat("parameter '", name, "' holds ", static_cast<double>(x[i]));

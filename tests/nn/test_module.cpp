@@ -231,6 +231,39 @@ TEST_CASE("nn: load_state_dict refuses missing or unexpected or wrongly shaped e
   CHECK(same_values(snapshot(net), before));
 }
 
+TEST_CASE("nn: load_state_dict names every problem in one message, widens float32 and refuses float64 into float32") {
+  Net net(6);
+  const NamedTensors before = snapshot(net);
+  NamedTensors state = snapshot(Net(7));
+  state.erase(state.begin());                                 // embed.weight
+  state.back().second = zeros({3});                           // head.bias is [2]
+  state[state.size() - 2].second = zeros({2, 4}, DType::int64);  // head.weight, right shape, not a float
+  state.emplace_back("extra", zeros({5}));
+  try {
+    net.load_state_dict(state);
+    FAIL("no error");
+  } catch (const ValueError& e) {
+    CHECK(std::string(e.what()) ==
+          "load_state_dict: 1 missing ('embed.weight' [10,4]), 1 unexpected ('extra' [5]), 1 wrongly shaped "
+          "('head.bias': given [3], expected [2]), 1 of the wrong dtype ('head.weight' is int64, not a float)");
+  }
+  NamedTensors wide = snapshot(Net(7));
+  wide[1].second = wide[1].second.to(DType::float64);
+  CHECK_THROWS_AS(net.load_state_dict(wide), DTypeError);
+  CHECK_THROWS_WITH(net.load_state_dict(wide), Catch::Contains("narrowing would lose precision"));
+  CHECK(same_values(snapshot(net), before));
+
+  // A float32 state into a float64 module: every value arrives exactly.
+  const NamedTensors narrow = snapshot(Net(7));
+  net.to(DType::float64);
+  net.load_state_dict(narrow);
+  for (size_t i = 0; i < narrow.size(); ++i) {
+    INFO(narrow[i].first);
+    CHECK(net.named_parameters()[i].second.dtype() == DType::float64);
+    CHECK(max_abs_diff(net.named_parameters()[i].second, narrow[i].second.to(DType::float64)) == 0);
+  }
+}
+
 TEST_CASE("nn: to(float64) converts every parameter in place and keeps the values") {
   Net net(8);
   net.eval();
