@@ -144,27 +144,22 @@ std::vector<std::string> read_labels(const std::string& path) {
   return parse_labels(read_whole_file(path, kTokenListLimit), path);
 }
 
-namespace {
-
-/// The first NaN or infinity among the floating tensors, as "'name' element i is nan"; empty when none.
-std::string first_non_finite(const SafetensorsFile& weights) {
-  for (const auto& entry : weights.tensors) {  // not a structured binding: clang 14 cannot capture one
+std::string first_non_finite(const nn::NamedTensors& tensors) {
+  for (const auto& entry : tensors) {  // not a structured binding: clang 14 cannot capture one
     const std::string& name = entry.first;
-    const Tensor& t = entry.second;
+    const Tensor t = entry.second.contiguous();
     if (!is_floating(t.dtype())) continue;
     std::string found;
-    dispatch_float(t.dtype(), "load_model", [&](auto tag) {
+    dispatch_float(t.dtype(), "first_non_finite", [&](auto tag) {
       using T = decltype(tag);
       const T* values = t.data<T>();
       for (int64_t i = 0; i < t.numel() && found.empty(); ++i)
-        if (!std::isfinite(values[i])) found = cat("tensor '", name, "' element ", i, " is ", values[i]);
+        if (!std::isfinite(values[i])) found = cat("'", name, "' element ", i, " is ", values[i]);
     });
     if (!found.empty()) return found;
   }
   return {};
 }
-
-}  // namespace
 
 LoadedModel load_model(const std::string& dir) {
   LoadedModel loaded;
@@ -190,8 +185,8 @@ LoadedModel load_model(const std::string& dir) {
   if (expected > 2 * held + (int64_t{1} << 20))
     throw IOError(cat(weights_path, ": holds ", held, " values, but ", config_path, " describes a model of ", expected,
                       " parameters"));
-  if (const std::string bad = first_non_finite(weights); !bad.empty())
-    throw IOError(cat(weights_path, ": ", bad, " (the weights are not finite)"));
+  if (const std::string bad = first_non_finite(weights.tensors); !bad.empty())
+    throw IOError(cat(weights_path, ": tensor ", bad, " (the weights are not finite)"));
   Generator unused(0);
   loaded.model = std::make_unique<nn::SequenceClassifier>(loaded.options, unused, std::make_shared<Generator>(0));
   try {

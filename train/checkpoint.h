@@ -74,6 +74,9 @@ void publish_checkpoint(const std::string& out, int64_t step, const CheckpointCo
 /// label cannot hold a newline: it is one line). An empty file, a bad or duplicate label are IOErrors
 /// naming `name` (the file) and the line.
 std::vector<std::string> parse_labels(std::string_view text, const std::string& name);
+/// The first NaN or infinity among the float tensors, as "'name' element i is nan"; empty when all are finite.
+std::string first_non_finite(const nn::NamedTensors& tensors);
+
 /// Reads labels.txt (a regular file or a pipe, at most 256 MiB) and parses it.
 std::vector<std::string> read_labels(const std::string& path);
 

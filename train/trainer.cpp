@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <ostream>
 
@@ -22,8 +21,10 @@
 #include "train/interrupt.h"
 #include "train/metrics.h"
 #include "train/plots.h"
+#include "train/read_file.h"
 #include "train/run_lock.h"
 #include "train/safetensors.h"
+#include "train/strict_json.h"
 #include "train/training_stream.h"
 #include "train/tsv.h"
 
@@ -235,28 +236,13 @@ ValueError diverged(const Run& run, int64_t step, const std::string& what) {
                         "(--detect-anomaly names the op that made the first NaN or Inf)"));
 }
 
-/// The first parameter holding a NaN or an infinity, as "'name' holds inf", or "" when all are finite.
-std::string first_non_finite(const nn::SequenceClassifier& model) {
-  for (const auto& entry : model.named_parameters()) {  // not a structured binding: clang 14 cannot capture one
-    const std::string& name = entry.first;
-    const Tensor c = entry.second.contiguous();
-    const auto find = [&](const auto* x) -> std::string {
-      for (int64_t i = 0; i < c.numel(); ++i)
-        if (!std::isfinite(x[i])) return cat("parameter '", name, "' holds ", static_cast<double>(x[i]));
-      return "";
-    };
-    const std::string found = c.dtype() == DType::float64 ? find(c.data<double>()) : find(c.data<float>());
-    if (!found.empty()) return found;
-  }
-  return "";
-}
-
 /// Writes metrics.csv, curves.svg and a checkpoint of this step, and publishes it as `latest` (and `best`).
 /// Weights that are not finite are never published; a failed write says which file, why, and which
 /// checkpoint is still intact (the folder being written is removed, the links never moved).
 void save_checkpoint(Run& run, bool is_best, double elapsed) {
   const TrainOptions& o = run.options;
-  if (const std::string bad = first_non_finite(*run.model); !bad.empty()) throw diverged(run, run.step, bad + " after the update");
+  if (const std::string bad = first_non_finite(run.model->named_parameters()); !bad.empty())
+    throw diverged(run, run.step, cat("parameter ", bad, " after the update"));
   try {
     // metrics.csv first: a kill before the publish leaves rows that resume drops (it keeps the rows up
     // to the checkpoint's step); the other order would lose them for good.
@@ -506,19 +492,18 @@ TrainSummary train(const TrainOptions& options, std::ostream& log) {
   return loop(run, log);
 }
 
+json read_trainer_state(const std::string& path) {
+  // Its deepest containers are the RNG states' word arrays, four levels below the top.
+  constexpr int kMaxDepth = 8;
+  return parse_json_strictly(read_whole_file(path, kJsonFileLimit), path, kMaxDepth);
+}
+
 TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log) {
   if (options.steps < 0) throw ValueError(cat("--steps must be positive, got ", options.steps));
   const std::string state_path = dir + "/trainer.json";
-  json state;
-  {
-    std::ifstream in(state_path);
-    if (!in) throw IOError(cat(state_path, ": cannot read (is ", dir, " a tapegrad run directory?)"));
-    try {
-      state = json::parse(in);
-    } catch (const json::exception& e) {
-      throw IOError(cat(state_path, ": not valid JSON (", e.what(), ")"));
-    }
-  }
+  std::error_code ec;
+  if (!fs::exists(state_path, ec)) throw IOError(cat(state_path, ": not found (is ", dir, " a tapegrad run directory?)"));
+  const json state = read_trainer_state(state_path);
   const RunLock lock(dir, "--resume");  // released when this run ends, however it ends
   Run run;
   try {
@@ -560,7 +545,7 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
     run.model = std::make_unique<nn::SequenceClassifier>(run.options.model, unused, run.dropout_rng);
     run.model->load_state_dict(saved.model->state_dict());
     setup_training(run);
-    run.optimizer->load_state(load_safetensors(dir + "/optimizer.safetensors").tensors);
+    load_optimizer_state(*run.optimizer, dir + "/optimizer.safetensors");
     run.step = state.at("step").get<int64_t>();
     run.published_step = run.step;
     run.total_steps = options.steps > 0 ? options.steps : state.at("total_steps").get<int64_t>();

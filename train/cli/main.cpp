@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <iostream>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -156,15 +156,15 @@ struct EvalFlags {
   bool json = false;
 };
 
-/// The training options saved with a checkpoint, when it has them (for the task's defaults).
+/// The training options saved with a checkpoint, when it has them (for the task's defaults); a damaged
+/// trainer.json is an error, not a silent fallback to other defaults.
 std::optional<TrainOptions> saved_options(const std::string& dir) {
-  std::ifstream in(dir + "/trainer.json");
-  if (!in) return std::nullopt;
-  try {
-    return train_options_from_json(json::parse(in).at("options"), dir + "/trainer.json");
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  const std::string path = dir + "/trainer.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  const json state = read_trainer_state(path);
+  if (!state.is_object() || !state.contains("options")) throw IOError(cat(path, ": no \"options\" object"));
+  return train_options_from_json(state.at("options"), path);
 }
 
 /// The evaluation batch budget for a checkpoint: the tokens of the batch it was trained with (evaluate.h).
