@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -129,11 +131,14 @@ Case checkpoint_case(std::string name, std::string file, std::function<void(cons
 }
 
 /// Runs each case as a SECTION: the error is a tapegrad::Error whose single line names the file and
-/// the problem.
+/// the problem; and docs/reliability.md lists the case by name.
 void run_cases(const std::vector<Case>& cases) {
   TempDir dir("tapegrad_test_hostile");
+  const std::string docs = testing::read_file(std::string(TAPEGRAD_SOURCE_DIR) + "/docs/reliability.md");
   for (const Case& c : cases) {
     SECTION(c.name) {
+      INFO("docs/reliability.md lists \"" << c.name << "\"");
+      CHECK_THAT(docs, Catch::Contains("| " + c.name + " |"));
       const std::string folder = dir / c.name;
       fs::create_directories(folder);
       c.make(folder);
@@ -147,6 +152,13 @@ void run_cases(const std::vector<Case>& cases) {
         CHECK_THAT(message, Catch::Contains(file));
         CHECK_THAT(message, Catch::Contains(c.problem));
         CHECK(message.find('\n') == std::string::npos);
+        // The rows of docs/reliability.md's tables: TAPEGRAD_PRINT_ERRORS=1 test_train "hostile files*"
+        if (std::getenv("TAPEGRAD_PRINT_ERRORS")) {
+          std::string shown = message;
+          for (size_t at; (at = shown.find(folder + "/")) != std::string::npos;) shown.erase(at, folder.size() + 1);
+          for (size_t at = 0; (at = shown.find('|', at)) != std::string::npos; at += 2) shown.insert(at, "\\");
+          std::printf("| %s | `%s` |\n", c.name.c_str(), shown.c_str());
+        }
       }
     }
   }
