@@ -16,7 +16,7 @@
 #include "train/read_file.h"
 #include "train/safetensors.h"
 #include "train/strict_json.h"
-#include "train/tsv.h"
+#include "train/text_lines.h"
 
 namespace tapegrad {
 
@@ -112,23 +112,12 @@ nn::ClassifierOptions read_model_config(const std::string& path) {
 }
 
 std::vector<std::string> parse_labels(std::string_view text, const std::string& path) {
-  if (text.substr(0, 3) == "\xef\xbb\xbf") text.remove_prefix(3);
-  if (text.empty()) throw IOError(cat(path, ": empty file: no labels"));
+  if (text.empty() || text == "\xef\xbb\xbf") throw IOError(cat(path, ": empty file: no labels"));
   std::vector<std::string> labels;
   std::set<std::string> seen;
-  int64_t number = 0;
-  while (!text.empty()) {
-    const size_t newline = text.find('\n');
-    std::string_view line = text.substr(0, newline);
-    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  for_each_line(text, path, [&](int64_t number, std::string_view line) {
     const auto where = [&] { return cat(path, ":", number, ": "); };
     if (line.empty()) throw IOError(cat(where(), "empty label"));
-    if (const size_t bad = find_invalid_utf8(line); bad != line.size())
-      throw IOError(cat(where(), "invalid UTF-8 at byte ", bad + 1, " of the line"));
-    if (const size_t nul = line.find('\0'); nul != std::string_view::npos)
-      throw IOError(cat(where(), "NUL byte at byte ", nul + 1, " of the line"));
     if (const size_t tab = line.find('\t'); tab != std::string_view::npos)
       throw IOError(cat(where(), "label contains a tab at byte ", tab + 1, " (a TSV label ends at the first tab)"));
     const std::string label(line);
@@ -136,7 +125,7 @@ std::vector<std::string> parse_labels(std::string_view text, const std::string& 
       throw IOError(cat(where(), "label '", label, "' has leading or trailing whitespace"));
     if (!seen.insert(label).second) throw IOError(cat(where(), "duplicate label '", label, "'"));
     labels.push_back(label);
-  }
+  });
   return labels;
 }
 

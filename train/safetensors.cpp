@@ -15,7 +15,7 @@
 
 #include "autograd/error.h"
 #include "train/read_file.h"
-#include "train/tsv.h"
+#include "train/text_lines.h"
 
 namespace tapegrad {
 

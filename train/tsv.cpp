@@ -7,6 +7,7 @@
 #include "autograd/error.h"
 #include "autograd/random.h"
 #include "train/read_file.h"
+#include "train/text_lines.h"
 
 namespace tapegrad {
 
@@ -18,58 +19,11 @@ bool blank(std::string_view s) { return std::all_of(s.begin(), s.end(), is_space
 
 }  // namespace
 
-size_t find_invalid_utf8(std::string_view text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    // Lead byte: the sequence length and the allowed range of the second byte (which excludes overlong
-    // forms, UTF-16 surrogates D800..DFFF and code points above 10FFFF); later bytes are 80..BF.
-    size_t length;
-    unsigned char lo = 0x80, hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf) {
-      length = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      length = 3;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      length = 4;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    } else {
-      return i;  // a continuation byte without a lead, C0/C1 (overlong) or F5..FF
-    }
-    if (i + length > n) return i;
-    if (s[i + 1] < lo || s[i + 1] > hi) return i;
-    for (size_t k = 2; k < length; ++k)
-      if (s[i + k] < 0x80 || s[i + k] > 0xbf) return i;
-    i += length;
-  }
-  return n;
-}
-
 LabelledData parse_tsv(std::string_view text, const std::string& path) {
-  if (text.substr(0, 3) == "\xef\xbb\xbf") text.remove_prefix(3);
   LabelledData data;
-  int64_t line_number = 0;
-  while (!text.empty()) {
-    const size_t newline = text.find('\n');
-    std::string_view line = text.substr(0, newline);
-    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const auto where = [&] { return cat(path, ":", line_number, ": "); };
-    const size_t bad = find_invalid_utf8(line);
-    if (bad != line.size()) throw IOError(cat(where(), "invalid UTF-8 at byte ", bad + 1, " of the line"));
-    if (const size_t nul = line.find('\0'); nul != std::string_view::npos)
-      throw IOError(cat(where(), "NUL byte at byte ", nul + 1, " of the line (a binary file?)"));
-    if (blank(line)) continue;
+  const int64_t lines = for_each_line(text, path, [&](int64_t number, std::string_view line) {
+    const auto where = [&] { return cat(path, ":", number, ": "); };
+    if (blank(line)) return;
     const size_t tab = line.find('\t');
     if (tab == std::string_view::npos) throw IOError(cat(where(), "no tab: expected label<TAB>text"));
     Example example{std::string(line.substr(0, tab)), std::string(line.substr(tab + 1))};
@@ -78,9 +32,9 @@ LabelledData parse_tsv(std::string_view text, const std::string& path) {
       throw IOError(cat(where(), "label '", example.label, "' has leading or trailing whitespace"));
     if (blank(example.text)) throw IOError(cat(where(), "empty text (label '", example.label, "')"));
     data.examples.push_back(std::move(example));
-  }
+  });
   if (data.examples.empty())
-    throw IOError(cat(path, ": empty file: no label<TAB>text lines (", line_number, " blank lines)"));
+    throw IOError(cat(path, ": empty file: no label<TAB>text lines (", lines, " blank lines)"));
   return data;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "train/tasks.h"
+#include "train/text_lines.h"
 
 namespace tapegrad {
 
@@ -25,10 +26,6 @@ struct LabelledData {
 LabelledData parse_tsv(std::string_view text, const std::string& name);
 /// Reads a label<TAB>text file whole (a regular file or a pipe, read once; at most 1 GiB) and parses it.
 LabelledData read_tsv(const std::string& path);
-
-/// Offset of the first byte that is not part of valid UTF-8 (overlong forms, surrogates and code points
-/// above U+10FFFF are invalid), or text.size() when all of it is valid.
-size_t find_invalid_utf8(std::string_view text);
 
 /// The distinct labels of the examples, sorted bytewise; a label's index is its class id.
 std::vector<std::string> sorted_labels(const std::vector<Example>& examples);

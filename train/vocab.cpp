@@ -6,7 +6,7 @@
 
 #include "autograd/error.h"
 #include "train/read_file.h"
-#include "train/tsv.h"
+#include "train/text_lines.h"
 
 namespace tapegrad {
 
@@ -94,26 +94,16 @@ void Vocab::save(const std::string& path) const {
 }
 
 Vocab Vocab::parse(std::string_view text, const std::string& path) {
-  if (text.substr(0, 3) == "\xef\xbb\xbf") text.remove_prefix(3);
-  if (text.empty()) throw IOError(cat(path, ": empty file (a vocabulary starts with <pad>, <unk>, <cls>)"));
+  if (text.empty() || text == "\xef\xbb\xbf")
+    throw IOError(cat(path, ": empty file (a vocabulary starts with <pad>, <unk>, <cls>)"));
   Vocab vocab;
   vocab.tokens_.clear();
   vocab.ids_.clear();
   const std::vector<std::string>& reserved = reserved_tokens();
-  int64_t line_number = 0;
-  while (!text.empty()) {
-    const size_t newline = text.find('\n');
-    std::string_view line = text.substr(0, newline);
-    text.remove_prefix(newline == std::string_view::npos ? text.size() : newline + 1);
-    ++line_number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    const auto where = [&] { return cat(path, ":", line_number, ": "); };
-    const int64_t id = line_number - 1;
+  const int64_t lines = for_each_line(text, path, [&](int64_t number, std::string_view line) {
+    const auto where = [&] { return cat(path, ":", number, ": "); };
+    const int64_t id = number - 1;
     if (line.empty()) throw IOError(cat(where(), "empty line (every line is one token)"));
-    if (const size_t bad = find_invalid_utf8(line); bad != line.size())
-      throw IOError(cat(where(), "invalid UTF-8 at byte ", bad + 1, " of the line"));
-    if (const size_t nul = line.find('\0'); nul != std::string_view::npos)
-      throw IOError(cat(where(), "NUL byte at byte ", nul + 1, " of the line"));
     const std::string token(line);
     for (char c : token)
       if (is_space(c)) throw IOError(cat(where(), "token '", token, "' contains whitespace"));
@@ -123,9 +113,9 @@ Vocab Vocab::parse(std::string_view text, const std::string& path) {
     if (seen != vocab.ids_.end())
       throw IOError(cat(where(), "duplicate token '", token, "' (first on line ", seen->second + 1, ")"));
     vocab.add(token);
-  }
+  });
   if (vocab.size() < kReserved)
-    throw IOError(cat(path, ":", line_number + 1, ": missing the reserved token ", reserved[vocab.size()],
+    throw IOError(cat(path, ":", lines + 1, ": missing the reserved token ", reserved[vocab.size()],
                       " (the file must start with <pad>, <unk>, <cls>)"));
   return vocab;
 }

@@ -403,7 +403,7 @@ TEST_CASE("cli: bench --json gives one line of sane figures per configuration, a
   require_one_line_error(run_cli(dir, "bench --config small --seq 2"), "--seq >= 4");
 }
 
-TEST_CASE("train: cli a non-finite loss or weight stops training; --detect-anomaly names the op that made it") {
+TEST_CASE("train: cli a non-finite loss or weight stops training, and --detect-anomaly names the op that made it") {
   // SGD at lr 1e300 makes the first update's weights infinite or NaN; the next forward reads them.
   TempDir dir("tapegrad_test_cli");
   const std::string out = dir / "run";
