@@ -31,6 +31,13 @@ struct TrainFlags {
   bool no_shuffle = false, json = false;
 };
 
+/// text as one shell word, whatever it contains, for a command line the user can paste.
+std::string shell_quoted(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 /// A flag that would have no effect in the chosen mode is refused by name, never silently ignored.
 void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
   const auto given = [&](const std::string& name) { return cmd.get_option(name)->count() > 0; };
@@ -142,8 +149,8 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
     if (f.json) {
       std::cout << to_json(summary).dump() << std::endl;
     } else if (f.resume.empty()) {
-      std::fprintf(stderr, "try: %s predict --checkpoint %s --text \"%s\"\n", program.c_str(), summary.out.c_str(),
-                   summary.sample_text.c_str());
+      std::fprintf(stderr, "try: %s predict --checkpoint %s --text %s\n", program.c_str(), shell_quoted(summary.out).c_str(),
+                   shell_quoted(summary.sample_text).c_str());
     }
   });
 }
