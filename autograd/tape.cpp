@@ -208,6 +208,11 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
   std::vector<Tensor> slots = std::move(tape.slots_);
   slots.assign(static_cast<size_t>(meta.node + 1), Tensor());
   slots[meta.node] = seed;
+  // Every slot is empty again at the end; the capacity is kept for the next call.
+  const auto release = [&] {
+    tape.slots_ = std::move(slots);
+    if (!retain_tape) tape.clear();
+  };
   for (int64_t i = meta.node; i >= 0; --i) {
     if (!slots[i].defined()) continue;
     Node& node = *tape.entries_[i];
@@ -220,14 +225,12 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
       } catch (const AnomalyError&) {
         // Leave the tape as a finished backward would, so that the next step starts from a clean one.
         for (Tensor& slot : slots) slot = Tensor();
-        tape.slots_ = std::move(slots);
-        if (!retain_tape) tape.clear();
+        release();
         throw;
       }
     }
   }
-  tape.slots_ = std::move(slots);  // every slot is empty again; the capacity is kept for the next call
-  if (!retain_tape) tape.clear();
+  release();
 }
 
 void Tensor::backward() const { tapegrad::backward(*this); }

@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "autograd/error.h"
+#include "train/text_lines.h"
 
 namespace tapegrad {
 
@@ -91,22 +92,8 @@ std::string xml_escape(std::string_view text) {
       continue;
     }
     // A multi-byte sequence is copied when valid (no overlong forms, surrogates or > U+10FFFF).
-    size_t length = 0;
-    unsigned char lo = 0x80, hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf) {
-      length = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      length = 3;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      length = 4;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    }
-    bool valid = length > 0 && i + length <= n && s[i + 1] >= lo && s[i + 1] <= hi;
-    for (size_t k = 2; valid && k < length; ++k) valid = s[i + k] >= 0x80 && s[i + k] <= 0xbf;
-    if (valid) {
+    const size_t length = utf8_sequence_length(text, i);
+    if (length > 0) {
       out.append(text.substr(i, length));
       i += length;
     } else {

@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "support/anomaly.h"
 
 using namespace tapegrad;
+using testing::anomaly_message;
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
@@ -18,18 +20,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 Tensor leaf(std::vector<double> values, Shape shape, DType dtype) { return tensor(values, shape, dtype).requires_grad_(); }
-
-/// The AnomalyError's message f throws, or a line saying that it threw none.
-template <class F>
-std::string anomaly_message(F&& f) {
-  try {
-    f();
-  } catch (const AnomalyError& e) {
-    return e.what();
-  }
-  return "(no AnomalyError)";
-}
-
 }  // namespace
 
 TEST_CASE("anomaly: forward of log of a negative number names the op, the element and the shapes") {

@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "support/anomaly.h"
 #include "nn/classifier.h"
 
 using namespace tapegrad;
+using testing::anomaly_message;
 using namespace tapegrad::nn;
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
@@ -48,16 +50,6 @@ void set_parameter(const Module& model, const std::string& name, int64_t index, 
     return;
   }
   FAIL("no parameter " << name);
-}
-
-template <class F>
-std::string anomaly_message(F&& f) {
-  try {
-    f();
-  } catch (const AnomalyError& e) {
-    return e.what();
-  }
-  return "(no AnomalyError)";
 }
 
 }  // namespace
