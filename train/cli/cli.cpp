@@ -1,5 +1,7 @@
-// tapegrad: the command line. train, eval, predict, gradcheck; each has --help.
+// tapegrad: the command line. train, eval, predict, gradcheck, bench; each has --help.
 // A bad flag, value or file gets one line on stderr and a non-zero exit, never a stack trace.
+#include "train/cli/cli.h"
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <csignal>
@@ -377,7 +379,7 @@ void add_bench(CLI::App& app, BenchFlags& f) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int tapegrad::cli::main(int argc, char** argv) {
   // Past a file-size limit (ulimit -f), write() fails with EFBIG, which the checkpoint code reports with
   // the file's name, instead of SIGXFSZ killing the process without a word.
   std::signal(SIGXFSZ, SIG_IGN);
