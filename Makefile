@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc)
 PACKAGES   := cmake g++ make libopenblas-dev catch2 libcli11-dev nlohmann-json3-dev
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-asan soak fuzz bench clean
+.PHONY: all deps build demo test test-asan install soak fuzz bench clean
 
 all: build
 
@@ -38,6 +38,13 @@ test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTAPEGRAD_SANITIZE=ON
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+# Libraries, headers, the tapegrad command and the CMake package (find_package(tapegrad), see the README).
+# The tapegrad target depends on every library, so the tests and examples are not built for this.
+PREFIX ?= /usr/local
+install: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) --target tapegrad -j $(JOBS)
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # Crash safety, at length: `tapegrad train` killed with SIGKILL at KILLS random moments (the ctest version
 # kills 20 times), resumed after each; every kill must leave a checkpoint that predicts, and every run must
