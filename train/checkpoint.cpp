@@ -48,69 +48,6 @@ void swap_symlink(const fs::path& link, const fs::path& target) {
 
 }  // namespace
 
-nlohmann::json model_config_json(const nn::ClassifierOptions& o) {
-  return {{"vocab_size", o.vocab_size},
-          {"d_model", o.d_model},
-          {"n_heads", o.n_heads},
-          {"d_ff", o.d_ff},
-          {"n_layers", o.n_layers},
-          {"context_length", o.context_length},
-          {"num_classes", o.num_classes},
-          {"norm_first", o.norm_first},
-          {"activation", o.activation == nn::Activation::gelu ? "gelu" : "relu"},
-          {"pool", o.pool == nn::Pooling::cls ? "cls" : "mean"},
-          {"positional", o.positional == nn::Positional::sinusoidal ? "sinusoidal" : "learned"},
-          {"layer_norm_eps", o.layer_norm_eps},
-          {"final_norm", o.final_norm},
-          {"dropout", o.dropout},
-          {"pad_id", o.pad_id}};
-}
-
-nn::ClassifierOptions model_options_from_json(const nlohmann::json& config, const std::string& file,
-                                              const std::string& prefix) {
-  JsonFields f(config, file, prefix);
-  nn::ClassifierOptions o;
-  o.vocab_size = f.integer("vocab_size");
-  o.d_model = f.integer("d_model");
-  o.n_heads = f.integer("n_heads");
-  o.d_ff = f.integer("d_ff");
-  o.n_layers = f.integer("n_layers");
-  o.context_length = f.integer("context_length");
-  o.num_classes = f.integer("num_classes");
-  o.norm_first = f.boolean("norm_first");
-  o.layer_norm_eps = f.number("layer_norm_eps");
-  o.final_norm = f.boolean("final_norm");
-  o.dropout = f.number("dropout");
-  o.pad_id = f.integer("pad_id");
-  const auto choice = [&](const char* key, auto parse) {
-    const std::string name = f.string(key);
-    try {
-      return parse(name);
-    } catch (const ValueError& e) {
-      throw IOError(cat(file, ": ", f.quoted(key), ": ", e.what()));
-    }
-  };
-  o.activation = choice("activation", nn::parse_activation);
-  o.pool = choice("pool", nn::parse_pooling);
-  o.positional = choice("positional", nn::parse_positional);
-  f.refuse_unknown();
-  try {
-    nn::validate(o, prefix.empty() ? file : cat(file, ": '", prefix.substr(0, prefix.size() - 1), "'"));
-  } catch (const ValueError& e) {
-    throw IOError(e.what());
-  }
-  return o;
-}
-
-nn::ClassifierOptions parse_model_config(std::string_view text, const std::string& name) {
-  // config.json is one flat object: depth 0 is the object, and no value inside it is a container.
-  return model_options_from_json(parse_json_strictly(text, name, 1), name);
-}
-
-nn::ClassifierOptions read_model_config(const std::string& path) {
-  return parse_model_config(read_whole_file(path, kJsonFileLimit), path);
-}
-
 std::vector<std::string> parse_labels(std::string_view text, const std::string& path) {
   if (text.empty() || text == "\xef\xbb\xbf") throw IOError(cat(path, ": empty file: no labels"));
   std::vector<std::string> labels;
