@@ -2,15 +2,11 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <system_error>
 
 #include "autograd/error.h"
+#include "train/atomic_file.h"
 #include "train/text_lines.h"
 
 namespace tapegrad {
@@ -184,29 +180,6 @@ std::string svg_header(double width, double height) {
   return "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"" + w + "\" height=\"" + h +
          "\" viewBox=\"0 0 " + w + " " + h + "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n" +
          "<rect x=\"0\" y=\"0\" width=\"" + w + "\" height=\"" + h + "\" fill=\"white\"/>\n";
-}
-
-/// Writes `text` to path + ".tmp" and renames that over `path`, so nobody ever reads half a picture;
-/// any failure is an IOError naming `path` (and the temporary is removed).
-void write_atomically(const std::string& path, const std::string& content, std::string_view who) {
-  const std::string tmp = path + ".tmp";
-  std::error_code ignored;
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw IOError(cat(who, ": cannot write ", path, ": cannot create ", tmp, ": ", std::strerror(errno)));
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.close();
-    if (!out) {
-      std::filesystem::remove(tmp, ignored);
-      throw IOError(cat(who, ": cannot write ", path, ": writing ", tmp, " failed"));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ignored);
-    throw IOError(cat(who, ": cannot write ", path, ": ", ec.message()));
-  }
 }
 
 /// A linear map from data [d0, d1] (d1 != d0) to pixels [p0, p1], clamped to the pixel range so that
@@ -456,7 +429,7 @@ void write_curves_svg(const std::string& path, const std::vector<MetricsRow>& ro
   draw_series(out, valid_loss, sx, sy_loss, "valid-loss", kValidColour, valid_loss.points <= 200);
   draw_series(out, accuracy, sx, sy_accuracy, "valid-accuracy", kAccuracyColour, accuracy.points <= 200);
   out += "</g>\n</svg>\n";
-  write_atomically(path, out, "write_curves_svg");
+  write_file_atomic(path, out);
 }
 
 // =====================================================================================================
@@ -618,7 +591,7 @@ void write_attention_svg(const std::string& path, const std::vector<std::string>
   }
   if (!weights.empty()) draw_colour_bar(out, bar_x, kTop + 20, bar_height);
   out += "</svg>\n";
-  write_atomically(path, out, "write_attention_svg");
+  write_file_atomic(path, out);
 }
 
 }  // namespace tapegrad

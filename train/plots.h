@@ -1,8 +1,8 @@
 #pragma once
 // Pictures a person looks at: training curves and attention maps, each a standalone SVG 1.1 file
 // (no scripts, no external resources, no dependencies) that any browser opens.
-// Both writers write atomically (path + ".tmp", then rename) and throw an IOError naming the path when
-// the file cannot be written.
+// Both writers write atomically and durably (write_file_atomic, atomic_file.h) and throw an IOError
+// naming the path when the file cannot be written.
 #include <cstdint>
 #include <string>
 #include <string_view>
