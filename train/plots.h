@@ -9,21 +9,9 @@
 #include <vector>
 
 #include "autograd/tensor.h"
+#include "train/metrics.h"
 
 namespace tapegrad {
-
-/// One row of the training log. A NaN valid_* means "no validation at this row"; any NaN or infinite
-/// value is left out of the picture.
-struct MetricsRow {
-  int64_t step = 0;
-  int64_t epoch = 0;
-  double lr = 0;
-  double train_loss = 0;
-  double valid_loss = 0;
-  double valid_accuracy = 0;  // fraction correct, in [0, 1]; drawn as a percentage
-  double steps_per_second = 0;
-  double elapsed_seconds = 0;
-};
 
 /// Two stacked panels sharing the step axis: top, training loss and validation loss against step;
 /// bottom, validation accuracy (0-100%) against step; dashed lines mark epoch changes. A series is drawn
