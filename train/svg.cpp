@@ -53,11 +53,11 @@ NiceAxis nice_axis(double lo, double hi, int target, double min_step) {
 std::string xml_escape(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
+  while (!text.empty()) {
+    // Up to `bad` the text is valid UTF-8 (no overlong forms, surrogates or > U+10FFFF): ASCII is
+    // escaped, the bytes of multi-byte characters (all >= 0x80) are copied as they are.
+    const size_t bad = find_invalid_utf8(text);
+    for (const char c : text.substr(0, bad)) {
       switch (c) {
         case '&':
           out += "&amp;";
@@ -74,21 +74,15 @@ std::string xml_escape(std::string_view text) {
         case '\'':
           out += "&apos;";
           break;
-        default:
-          out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);  // XML forbids most controls
+        default: {
+          const auto u = static_cast<unsigned char>(c);
+          out += (u < 0x20 || u == 0x7f) ? '?' : c;  // XML forbids most controls
+        }
       }
-      ++i;
-      continue;
     }
-    // A multi-byte sequence is copied when valid (no overlong forms, surrogates or > U+10FFFF).
-    const size_t length = utf8_sequence_length(text, i);
-    if (length > 0) {
-      out.append(text.substr(i, length));
-      i += length;
-    } else {
-      out += "\xEF\xBF\xBD";  // U+FFFD for the one bad byte, then resynchronise
-      ++i;
-    }
+    if (bad == text.size()) break;
+    out += "\xEF\xBF\xBD";  // U+FFFD for the one bad byte, then resynchronise after it
+    text.remove_prefix(bad + 1);
   }
   return out;
 }

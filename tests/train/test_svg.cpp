@@ -62,6 +62,11 @@ TEST_CASE("train: svg escape XML and truncate labels by code point") {
   CHECK(svg::xml_escape("caf\xC3\xA9 \xE2\x86\x92") == "caf\xC3\xA9 \xE2\x86\x92");  // valid UTF-8 kept
   CHECK(svg::xml_escape("bad\xFF!") == "bad\xEF\xBF\xBD!");                          // invalid byte -> U+FFFD
   CHECK(svg::xml_escape("tab\tnl\n") == "tab?nl?");                                  // no control chars
+  // One U+FFFD per bad byte, resynchronising after it: a cut sequence, a surrogate (ED A0 80), a stray
+  // continuation byte, with escaping and valid characters around them.
+  CHECK(svg::xml_escape("\xE4\xB8x") == "\xEF\xBF\xBD\xEF\xBF\xBDx");
+  CHECK(svg::xml_escape("<\xC3\xA9\xED\xA0\x80&\x80") ==
+        "&lt;\xC3\xA9\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD&amp;\xEF\xBF\xBD");
   CHECK(svg::truncate_label("short", 14) == "short");
   CHECK(svg::truncate_label("abcdefghijklmnopqrstuvwxyz", 5) == "abcd\u2026");
   CHECK(svg::truncate_label("\xC3\xA9\xC3\xA9\xC3\xA9", 3) == "\xC3\xA9\xC3\xA9\xC3\xA9");
