@@ -1,18 +1,15 @@
 #include "train/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cctype>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "autograd/tape.h"
+#include "train/atomic_file.h"
 #include "train/read_file.h"
 #include "train/safetensors.h"
 #include "train/strict_json.h"
@@ -26,16 +23,6 @@ namespace {
 
 const char* kLinkedFiles[] = {"model.safetensors", "config.json",           "vocab.txt",
                               "labels.txt",        "optimizer.safetensors", "trainer.json"};
-
-/// fsync of a file or folder by path: the bytes (or the folder's entries) reach the disk.
-void fsync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw IOError(cat(path, ": cannot open to sync: ", std::strerror(errno)));
-  const int rc = ::fsync(fd);
-  const int saved = errno;
-  ::close(fd);
-  if (rc != 0) throw IOError(cat(path, ": fsync failed: ", std::strerror(saved)));
-}
 
 /// Points link at target by creating link.tmp and renaming it over link (atomic on POSIX).
 void swap_symlink(const fs::path& link, const fs::path& target) {
@@ -133,32 +120,6 @@ void load_optimizer_state(optim::Optimizer& optimizer, const std::string& path) 
   }
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IOError(cat(tmp, ": cannot create: ", std::strerror(errno)));
-  const auto fail = [&](const char* what) {  // a full disk gets the partial file's space back at once
-    const int saved = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return IOError(cat(tmp, ": ", what, ": ", std::strerror(saved)));
-  };
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t written = ::write(fd, text.data() + done, text.size() - done);
-    if (written < 0 && errno != EINTR) throw fail("write failed");
-    if (written > 0) done += static_cast<size_t>(written);
-  }
-  if (::fsync(fd) != 0) throw fail("fsync failed");
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw IOError(cat(tmp, ": close failed: ", std::strerror(errno)));
-  }
-  std::error_code error;
-  fs::rename(tmp, path, error);
-  if (error) throw IOError(cat(path, ": cannot rename into place (", error.message(), ")"));
-  fsync_path(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string());
-}
-
 void write_checkpoint_folder(const std::string& dir, const CheckpointContents& c) {
   fs::create_directories(dir);
   NoGradGuard no_grad;
@@ -169,7 +130,6 @@ void write_checkpoint_folder(const std::string& dir, const CheckpointContents& c
   }
   write_file_atomic(dir + "/config.json", model_config_json(c.model->options()).dump(2) + "\n");
   c.vocab->save(dir + "/vocab.txt");
-  fsync_path(dir + "/vocab.txt");
   std::string labels;
   for (const auto& label : *c.labels) labels += label + "\n";
   write_file_atomic(dir + "/labels.txt", labels);

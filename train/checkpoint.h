@@ -69,7 +69,4 @@ std::string first_non_finite(const nn::NamedTensors& tensors);
 /// Reads labels.txt (a regular file or a pipe, at most 256 MiB) and parses it.
 std::vector<std::string> read_labels(const std::string& path);
 
-/// Writes text to path atomically (path.tmp, fsync, rename, fsync of the folder).
-void write_file_atomic(const std::string& path, const std::string& text);
-
 }  // namespace tapegrad

@@ -20,7 +20,7 @@
 #include "train/evaluate.h"
 #include "train/interrupt.h"
 #include "train/metrics.h"
-#include "train/plots.h"
+#include "train/curves.h"
 #include "train/read_file.h"
 #include "train/run_lock.h"
 #include "train/safetensors.h"

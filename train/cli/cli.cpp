@@ -17,7 +17,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
-#include "train/plots.h"
+#include "train/attention_map.h"
 #include "train/trainer.h"
 #include "train/tsv.h"
 
