@@ -3,7 +3,7 @@
 BUILD      ?= build
 BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc)
-PACKAGES   := cmake g++ make libopenblas-dev catch2 libcli11-dev nlohmann-json3-dev
+PACKAGES   := cmake g++ make libopenblas-dev catch2 libcli11-dev nlohmann-json3-dev libutfcpp-dev
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build demo test test-asan install soak fuzz bench clean

@@ -33,6 +33,16 @@ bool register_gradchecks(std::vector<GradcheckCase> more) {
 
 const std::vector<GradcheckCase>& gradcheck_cases() { return cases(); }
 
+std::vector<std::string> node_kinds_without_case() {
+  std::set<std::string> recorded;
+  for (const GradcheckCase& c : cases())
+    for (const std::string& kind : c.run(GradcheckOptions::float64()).ops_seen) recorded.insert(kind);
+  std::vector<std::string> missing;
+  for (const std::string& kind : kinds())
+    if (!recorded.count(kind)) missing.push_back(kind);
+  return missing;
+}
+
 std::vector<Tensor> make_inputs(const std::vector<InputSpec>& specs, Generator& gen, DType dtype) {
   std::vector<Tensor> inputs;
   for (const InputSpec& spec : specs) {

@@ -43,6 +43,13 @@ GradcheckCase op_case(std::string name, std::vector<InputSpec> specs, TensorFn f
 /// Adds cases; returns true so that a file can register at load time:
 ///   static const bool registered = register_gradchecks({op_case(...), ...});
 bool register_gradchecks(std::vector<GradcheckCase> cases);
+/// Every case registered so far: the library's, and those of any program or library that registered its
+/// own (a user's ops and layers join the same list, so `tapegrad gradcheck` in their program runs them).
 const std::vector<GradcheckCase>& gradcheck_cases();
+
+/// The node kinds that no registered case records on its tape, sorted: runs every case once in float64.
+/// Empty means every op is gradient-checked. A user's test demands it for their own kinds:
+///   for (auto& kind : node_kinds_without_case()) CHECK(kind.rfind("my_", 0) != 0);
+std::vector<std::string> node_kinds_without_case();
 
 }  // namespace tapegrad

@@ -1,28 +1,11 @@
 #include "nn/activation.h"
 
+#include "autograd/ops/matmul.h"
+#include "nn/components.h"
+
 namespace tapegrad::nn {
 
-Activation parse_activation(const std::string& name) {
-  if (name == "relu") return Activation::relu;
-  if (name == "gelu") return Activation::gelu;
-  throw ValueError(cat("activation: unknown '", name, "'; choices: relu, gelu"));
-}
-
-const char* activation_name(Activation activation) {
-  switch (activation) {
-    case Activation::relu: return "relu";
-    case Activation::gelu: return "gelu";
-  }
-  return "?";
-}
-
-Tensor activate(const Tensor& x, Activation activation) {
-  switch (activation) {
-    case Activation::relu: return relu(x);
-    case Activation::gelu: return gelu(x);
-  }
-  throw ValueError("activate: invalid Activation value");
-}
+Tensor activate(const Tensor& x, const std::string& name) { return component<ActivationKind>(name).apply(x); }
 
 Tensor ReLU::forward(const Tensor& x) const {
   const ScopeName scope = enter_scope();
@@ -33,5 +16,21 @@ Tensor GELU::forward(const Tensor& x) const {
   const ScopeName scope = enter_scope();
   return gelu(x, approximation_);
 }
+
+namespace {
+
+const bool registered =
+    register_component<ActivationKind>({.name = "relu",
+                                        .help = "max(x, 0)",
+                                        .apply = [](const Tensor& x) { return relu(x); },
+                                        // the bias and the max folded into the product's output pass
+                                        .linear = [](const Tensor& x, const Tensor& w,
+                                                     const Tensor& b) { return linear_relu(x, w, b); }}) &&
+    register_component<ActivationKind>(
+        {.name = "gelu", .help = "x·Φ(x), exact erf form (PyTorch's default)", .apply = [](const Tensor& x) {
+           return gelu(x);
+         }});
+
+}  // namespace
 
 }  // namespace tapegrad::nn

@@ -1,5 +1,6 @@
 #pragma once
-// Activations: by name for configuration (FeedForward, the CLI), and as modules.
+// Activations: registered by name as components (nn/components.h: "relu", "gelu") for the feed-forward
+// block and the command line, and as modules.
 #include <string>
 
 #include "autograd/ops/unary.h"
@@ -8,14 +9,9 @@
 
 namespace tapegrad::nn {
 
-enum class Activation { relu, gelu };
-
-/// "relu" or "gelu"; anything else is a ValueError listing the choices.
-Activation parse_activation(const std::string& name);
-/// The name parse_activation reads.
-const char* activation_name(Activation activation);
-/// relu(x) or gelu(x) (exact erf form, as PyTorch's default).   x: any -> same
-Tensor activate(const Tensor& x, Activation activation);
+/// The registered activation `name` applied to x (a ValueError naming the choices for an unknown name).
+///   x: any -> same
+Tensor activate(const Tensor& x, const std::string& name);
 
 /// max(x, 0), as PyTorch's nn.ReLU; no parameters.
 class ReLU : public Module {

@@ -13,7 +13,8 @@
 #include "autograd/ops/matmul.h"
 #include "autograd/ops/softmax.h"
 #include "autograd/ops/views.h"
-#include "autograd/registry.h"
+#include "nn/encoder.h"
+#include "nn/module_gradcheck.h"
 #include "autograd/tape.h"
 #include "nn/init.h"
 
@@ -215,36 +216,33 @@ Tensor padding_mask_2x4() { return mask({0, 0, 0, 1, 1, 0, 0, 0}, {2, 4}); }
 
 GradcheckCase mha_case(std::string name, MultiHeadAttentionOptions options, Shape query_shape, Shape memory_shape,
                        bool distinct_value, Tensor attn_mask, Tensor key_padding_mask) {
-  return {std::move(name), [=](const GradcheckOptions& check) {
-            Generator gen(211);
-            MultiHeadAttention layer(options, gen, nullptr);
-            layer.to(check.dtype);
-            std::vector<Tensor> inputs{randn(query_shape, gen, check.dtype).requires_grad_()};
-            std::vector<std::string> names{"query"};
-            const bool self = memory_shape.empty();
-            if (!self) {
-              inputs.push_back(randn(memory_shape, gen, check.dtype).requires_grad_());
-              names.push_back("key");
-              if (distinct_value) {
-                inputs.push_back(randn(memory_shape, gen, check.dtype).requires_grad_());
-                names.push_back("value");
-              }
-            }
-            for (const auto& [param_name, param] : layer.named_parameters()) {
-              inputs.push_back(param);
-              names.push_back(param_name);
-            }
-            const TensorFn fn = [&layer, self, distinct_value, attn_mask,
-                                 key_padding_mask](const std::vector<Tensor>& in) {
-              const Tensor& key = self ? in[0] : in[1];
-              const Tensor& value = self ? in[0] : distinct_value ? in[2] : in[1];
-              return layer.forward(in[0], key, value, attn_mask, key_padding_mask).output;
-            };
-            return gradcheck(fn, inputs, check, names);
-          }};
+  const bool self = memory_shape.empty();
+  std::vector<CheckedInput> inputs{{"query", query_shape}};
+  if (!self) inputs.push_back({"key", memory_shape});
+  if (!self && distinct_value) inputs.push_back({"value", memory_shape});
+  return module_case<MultiHeadAttention>(
+      std::move(name),
+      [options](Generator& gen) { return std::make_unique<MultiHeadAttention>(options, gen, nullptr); }, inputs,
+      [=](const MultiHeadAttention& layer, const std::vector<Tensor>& in) {
+        const Tensor& key = self ? in[0] : in[1];
+        const Tensor& value = self ? in[0] : distinct_value ? in[2] : in[1];
+        return layer.forward(in[0], key, value, attn_mask, key_padding_mask).output;
+      },
+      211);
 }
 
-const bool registered = register_gradchecks({
+const bool registered =
+    register_component<AttentionKind>(
+        {.name = "softmax",
+         .help = "multi-head softmax(q kᵀ / √D) v (PyTorch's nn.MultiheadAttention)",
+         .make = [](const EncoderLayerOptions& o, Generator& init,
+                    std::shared_ptr<Generator> dropout_rng) -> std::unique_ptr<SelfAttention> {
+           return std::make_unique<MultiHeadAttention>(MultiHeadAttentionOptions{o.d_model, o.n_heads, true, o.dropout},
+                                                       init, std::move(dropout_rng));
+         },
+         // in_proj 3C·C + 3C, out_proj C·C + C
+         .parameter_count = [](const EncoderLayerOptions& o) { return 4 * o.d_model * o.d_model + 4 * o.d_model; }}) &&
+    register_gradchecks({
     op_case("nn/sdpa/causal-key-padding", {{{2, 2, 4, 3}}, {{2, 2, 4, 3}}, {{2, 2, 4, 3}}},
             [](const std::vector<Tensor>& in) {
               return scaled_dot_product_attention(in[0], in[1], in[2], causal_mask(4), padding_mask_2x4()).output;
@@ -258,7 +256,7 @@ const bool registered = register_gradchecks({
              mask({0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {2, 5})),
     mha_case("nn/multi_head_attention/cross-distinct-kv-no-bias", {4, 2, false}, {2, 2, 4}, {2, 3, 4}, true,
              mask({0, 0, 1, 0, 0, 0}, {2, 3}), {}),
-});
+    });
 
 }  // namespace
 

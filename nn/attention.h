@@ -14,23 +14,16 @@
 
 #include "autograd/random.h"
 #include "autograd/tensor.h"
+#include "nn/components.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 
 namespace tapegrad::nn {
 
-struct AttentionResult {
-  Tensor output;  // (B, ..., T_q, D_v)
-  // (B, ..., T_q, T_k): the attention probabilities as they multiply v, i.e. after dropout in training,
-  // as PyTorch's nn.MultiheadAttention returns them. In eval mode (inspection) rows sum to 1, or are all
-  // zero for a query whose keys are all hidden.
-  Tensor weights;
-};
-
 /// softmax(q kᵀ / √D + masks) v, with dropout on the probabilities when training and dropout_p > 0.
 /// attn_mask: bool (true = hidden) or float (added), broadcastable to the scores (B, ..., T_q, T_k),
 /// usually (T_q, T_k); key_padding_mask: bool (true = pad) or float, (B, T_k), broadcast over the heads and
-/// the queries. The returned weights are the probabilities before dropout. rng is needed only when
+/// the queries. The returned weights are the probabilities after dropout (AttentionResult). rng is needed only when
 /// training with dropout_p > 0.
 ///   q: (B, ..., T_q, D), k: (B, ..., T_k, D), v: (B, ..., T_k, D_v) -> output (B, ..., T_q, D_v),
 ///   weights (B, ..., T_q, T_k)
@@ -52,7 +45,7 @@ struct MultiHeadAttentionOptions {
 /// batch_first=True). Heads are split by weight splitting (seed 002 §3.6.2, seed 004): one projection per
 /// q/k/v of width C, viewed as H heads of width D, attended in one batched product, merged back and
 /// projected by out_proj.
-class MultiHeadAttention : public Module {
+class MultiHeadAttention : public SelfAttention {
  public:
   /// in_proj_weight [3C, C] (rows q, k, v) ~ xavier_uniform, in_proj_bias [3C] = 0, out_proj = Linear(C, C)
   /// (default init) with its bias then zeroed, as PyTorch. d_model % n_heads != 0 is a ValueError naming
@@ -62,11 +55,16 @@ class MultiHeadAttention : public Module {
   /// Attention of each query over the keys, per head, merged and projected. Self-attention passes the same
   /// tensor three times (projected in one product); cross-attention has T_q != T_k. attn_mask: (T_q, T_k)
   /// or (B·H, T_q, T_k), bool (true = hidden) or float (added); key_padding_mask: (B, T_k), bool
-  /// (true = pad) or float. With need_weights, weights are the per-head probabilities before dropout
+  /// (true = pad) or float. With need_weights, weights are the per-head probabilities after dropout
   /// (PyTorch's average_attn_weights=False); otherwise weights is undefined.
   ///   query: (B, T_q, C), key, value: (B, T_k, C) -> output (B, T_q, C), weights (B, H, T_q, T_k)
   AttentionResult forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask = {},
                           const Tensor& key_padding_mask = {}, bool need_weights = false) const;
+  /// forward(x, x, x, ...): the "softmax" attention component.   x: (B, T, C) -> (B, T, C)
+  AttentionResult attend(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
+                         bool need_weights) const override {
+    return forward(x, x, x, attn_mask, key_padding_mask, need_weights);
+  }
 
   const MultiHeadAttentionOptions& options() const { return options_; }
   /// D = C / H.

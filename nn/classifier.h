@@ -1,10 +1,12 @@
 #pragma once
 // SequenceClassifier: token ids -> class logits with a Transformer encoder.
-//   x = dropout(embed(ids) + positions(T))            (B, T, C)
+//   x = dropout(embed(ids) + pos_embed(T))            (B, T, C)
 //   x = encoder(x, key_padding_mask)                   (B, T, C)
-//   pooled = mean over the non-pad positions, or x[:, 0] (the caller prepends <cls>)   (B, C)
+//   pooled = pool(x, key_padding_mask)                 (B, C)
 //   logits = head(pooled)                              (B, num_classes)
-// Its state names are exactly those of a PyTorch module with attributes embed (nn.Embedding), pos_embed
+// pos_embed, pool and the encoder layers' attention, norm, feed-forward block and activation are named
+// components (nn/components.h), chosen by the names in ClassifierOptions. With the built-in ones its state
+// names are exactly those of a PyTorch module with attributes embed (nn.Embedding), pos_embed
 // (nn.Embedding, learned positions only), encoder (nn.TransformerEncoder of
 // nn.TransformerEncoderLayer(batch_first=True), norm = nn.LayerNorm when final_norm) and head (nn.Linear),
 // so PyTorch's load_state_dict(strict=True) accepts them and the reverse.
@@ -16,32 +18,17 @@
 
 #include "autograd/random.h"
 #include "autograd/tensor.h"
-#include "nn/activation.h"
+#include "nn/components.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/encoder.h"
 #include "nn/linear.h"
 #include "nn/module.h"
-#include "nn/positions.h"
 
 namespace tapegrad::nn {
 
-/// How the sequence becomes one vector: the mean over the non-pad positions, or the first position's vector.
-enum class Pooling { mean, cls };
-/// Learned position vectors (pos_embed, a parameter) or fixed sinusoids (no parameters, not in the state).
-enum class Positional { learned, sinusoidal };
-
-/// "mean" or "cls"; anything else is a ValueError listing the choices.
-Pooling parse_pooling(const std::string& name);
-/// The name parse_pooling reads.
-const char* pooling_name(Pooling pooling);
-/// "learned" or "sinusoidal"; anything else is a ValueError listing the choices.
-Positional parse_positional(const std::string& name);
-/// The name parse_positional reads.
-const char* positional_name(Positional positional);
-
 struct ClassifierOptions {
-  int64_t vocab_size;  // V
+  int64_t vocab_size = 0;  // V
   int64_t d_model = 64;
   int64_t n_heads = 4;
   int64_t d_ff = 128;
@@ -49,14 +36,23 @@ struct ClassifierOptions {
   int64_t context_length = 64;  // the longest T accepted
   int64_t num_classes = 2;
   double dropout = 0.1;  // after the embedding sum, and everywhere in the encoder layers
-  Activation activation = Activation::relu;
   bool norm_first = false;
   double layer_norm_eps = 1e-5;
-  bool final_norm = false;  // a LayerNorm after the last layer (encoder.norm); usual with norm_first
-  Pooling pool = Pooling::mean;
-  Positional positional = Positional::learned;
+  bool final_norm = false;  // a norm after the last layer (encoder.norm); usual with norm_first
   int64_t pad_id = 0;  // the embedding row that stays zero and gets no gradient; -1 for none
+  // Registered components (nn/components.h) by name.
+  std::string positional = "learned";
+  std::string attention = "softmax";
+  std::string norm = "layernorm";
+  std::string ffn = "dense";
+  std::string pool = "mean";
+  std::string activation = "relu";
 };
+
+/// The options of each encoder layer of a classifier with these options.
+EncoderLayerOptions layer_options(const ClassifierOptions& options);
+/// Whether the data must put a <cls> token first for this model's pooling (the pool component says).
+bool prepends_cls(const ClassifierOptions& options);
 
 /// The largest vocab_size, d_model, d_ff, context_length and num_classes validate() accepts (2^24): far
 /// beyond any model tapegrad trains, and small enough that the product of two of them (a weight's numel)
@@ -68,21 +64,23 @@ inline constexpr int64_t kMaxClassifierLayers = int64_t{1} << 16;
 /// the first bad one: vocab_size, d_model, d_ff, context_length in [1, 2^24]; num_classes in [2, 2^24] (one
 /// class has nothing to learn: its probability is always 1); n_heads >= 1 dividing d_model; n_layers in
 /// [0, 2^16]; dropout in [0, 1); layer_norm_eps finite and > 0; pad_id in [-1, vocab_size); and the total
-/// parameter count within int64. The SequenceClassifier constructor calls it; so do the config readers,
-/// with the file as context.
+/// parameter count within int64; every component name registered ("<context>: norm = 'rmsnorm' is not
+/// registered (registered: layernorm)"). The SequenceClassifier constructor calls it; so do the config
+/// readers, with the file as context.
 void validate(const ClassifierOptions& options, const std::string& context = "SequenceClassifier");
 
 /// The number of parameter elements SequenceClassifier(options) has, computed from the options alone
-/// (nothing is allocated), so a reader can compare it with a weights file's size before building the
-/// model. Invalid options are validate()'s ValueError.
-///   V·C + [learned] L·C + n_layers·(4C² + 2CF + F + 9C) + [final_norm] 2C + K·C + K
+/// (nothing is allocated; each component's parameter_count), so a reader can compare it with a weights
+/// file's size before building the model. Invalid options are validate()'s ValueError.
+///   V·C + positional + n_layers·(attention + ffn + 2 norm) + [final_norm] norm + pool + K·C + K
+///   (built-in: learned L·C, softmax 4C² + 4C, dense 2CF + F + C, layernorm 2C)
 int64_t parameter_count(const ClassifierOptions& options);
 
 class SequenceClassifier : public Module {
  public:
   /// Parameters from init (each submodule with PyTorch's default initialisation); dropout masks from
-  /// dropout_rng, which may be null only when options.dropout == 0. Children: embed, pos_embed (learned) or
-  /// pos_encoding (sinusoidal), dropout, encoder, head.
+  /// dropout_rng, which may be null only when options.dropout == 0. Children: embed, pos_embed, dropout,
+  /// encoder, pool, head.
   SequenceClassifier(const ClassifierOptions& options, Generator& init, std::shared_ptr<Generator> dropout_rng);
 
   /// Class logits. key_padding_mask (true = pad) hides the pad positions as keys and from the mean; it may
@@ -101,9 +99,9 @@ class SequenceClassifier : public Module {
   const ClassifierOptions& options() const { return options_; }
   std::shared_ptr<Generator> dropout_rng() const { return dropout_rng_; }
   const Embedding& embed() const { return *embed_; }
-  /// The learned positions, or null with sinusoidal ones.
-  const PositionalEmbedding* pos_embed() const { return pos_embed_; }
+  const PositionalEncoding& pos_embed() const { return *pos_embed_; }
   const TransformerEncoder& encoder() const { return *encoder_; }
+  const Pooling& pooling() const { return *pooling_; }
   const Linear& head() const { return *head_; }
 
  private:
@@ -111,10 +109,10 @@ class SequenceClassifier : public Module {
   std::shared_ptr<Generator> dropout_rng_;
   // Owned by the children list.
   Embedding* embed_;
-  PositionalEmbedding* pos_embed_ = nullptr;
-  SinusoidalPositionalEncoding* pos_encoding_ = nullptr;
+  PositionalEncoding* pos_embed_;
   Dropout* dropout_;
   TransformerEncoder* encoder_;
+  Pooling* pooling_;
   Linear* head_;
 };
 

@@ -2,7 +2,7 @@
 
 #include "autograd/ops/indexing.h"
 #include "autograd/ops/views.h"
-#include "autograd/registry.h"
+#include "nn/module_gradcheck.h"
 #include "autograd/tape.h"
 #include "nn/init.h"
 
@@ -34,22 +34,20 @@ namespace {
 // but gets no gradient, which central differences would rightly call wrong wherever it reaches the
 // output; so "repeated-ids" uses no padding id, and "padding-masked" does, with the padded positions
 // masked out of the output as a model masks them (tests/nn/test_embedding.cpp checks the skip itself).
+constexpr int64_t kPadding = 0;
+
 GradcheckCase embedding_case(std::string name, std::vector<int64_t> token_ids, bool mask_padding) {
-  return {std::move(name), [token_ids, mask_padding](const GradcheckOptions& options) {
-            constexpr int64_t kPadding = 0;
-            Generator gen(202);
-            Embedding layer(6, 3, gen, kPadding);
-            layer.to(options.dtype);
-            const Tensor id_tensor = ids(token_ids, {2, 4});
-            std::vector<int> padded;
-            for (int64_t id : token_ids) padded.push_back(id == kPadding);
-            const Tensor padding_mask = unsqueeze(mask(padded, {2, 4}), -1);  // (2, 4, 1)
-            const TensorFn fn = [&layer, id_tensor, padding_mask, mask_padding](const std::vector<Tensor>&) {
-              const Tensor out = layer.forward(id_tensor);
-              return mask_padding ? masked_fill(out, padding_mask, 0.0) : out;
-            };
-            return gradcheck(fn, {layer.weight}, options, {"weight"});
-          }};
+  const Tensor id_tensor = ids(token_ids, {2, 4});
+  std::vector<int> padded;
+  for (int64_t id : token_ids) padded.push_back(id == kPadding);
+  const Tensor padding_mask = unsqueeze(mask(padded, {2, 4}), -1);  // (2, 4, 1)
+  return module_case<Embedding>(
+      std::move(name), [](Generator& gen) { return std::make_unique<Embedding>(6, 3, gen, kPadding); }, {},
+      [id_tensor, padding_mask, mask_padding](const Embedding& layer, const std::vector<Tensor>&) {
+        const Tensor out = layer.forward(id_tensor);
+        return mask_padding ? masked_fill(out, padding_mask, 0.0) : out;
+      },
+      202);
 }
 
 const bool registered = register_gradchecks({

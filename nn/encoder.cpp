@@ -4,7 +4,8 @@
 #include <utility>
 
 #include "autograd/ops/elementwise.h"
-#include "autograd/registry.h"
+#include "nn/attention.h"
+#include "nn/module_gradcheck.h"
 
 namespace tapegrad::nn {
 
@@ -14,17 +15,13 @@ TransformerEncoderLayer::TransformerEncoderLayer(const EncoderLayerOptions& opti
   if (options.d_ff <= 0) throw ValueError(cat("TransformerEncoderLayer: d_ff must be positive, got ", options.d_ff));
   if (!(options.layer_norm_eps > 0))
     throw ValueError(cat("TransformerEncoderLayer: layer_norm_eps must be positive, got ", options.layer_norm_eps));
-  const int64_t C = options.d_model, F = options.d_ff;
   // Registered in PyTorch's order, so named_parameters() and the state dictionary list the same names in
   // the same order. The attention dropout is the layer's dropout, as in PyTorch.
-  self_attn_ = &register_module(
-      "self_attn", std::make_unique<MultiHeadAttention>(
-                       MultiHeadAttentionOptions{C, options.n_heads, true, options.dropout}, gen, dropout_rng));
-  linear1_ = &register_module("linear1", std::make_unique<Linear>(C, F, true, gen));
-  dropout_ = &register_module("dropout", std::make_unique<Dropout>(options.dropout, dropout_rng));
-  linear2_ = &register_module("linear2", std::make_unique<Linear>(F, C, true, gen));
-  norm1_ = &register_module("norm1", std::make_unique<LayerNorm>(C, options.layer_norm_eps));
-  norm2_ = &register_module("norm2", std::make_unique<LayerNorm>(C, options.layer_norm_eps));
+  const NormKind::Entry& norm = component<NormKind>(options.norm);
+  self_attn_ = &register_module("self_attn", component<AttentionKind>(options.attention).make(options, gen, dropout_rng));
+  feed_forward_ = &register_inline(component<FeedForwardKind>(options.ffn).make(options, gen, dropout_rng));
+  norm1_ = &register_module("norm1", norm.make(options.d_model, options.layer_norm_eps, gen));
+  norm2_ = &register_module("norm2", norm.make(options.d_model, options.layer_norm_eps, gen));
   dropout1_ = &register_module("dropout1", std::make_unique<Dropout>(options.dropout, dropout_rng));
   dropout2_ = &register_module("dropout2", std::make_unique<Dropout>(options.dropout, dropout_rng));
 }
@@ -33,14 +30,9 @@ Tensor TransformerEncoderLayer::attention_block(const Tensor& x, const Tensor& a
                                                 const Tensor& key_padding_mask,
                                                 std::vector<Tensor>* attention_weights) const {
   const bool need_weights = attention_weights != nullptr;
-  AttentionResult result = self_attn_->forward(x, x, x, attn_mask, key_padding_mask, need_weights);
+  AttentionResult result = self_attn_->attend(x, attn_mask, key_padding_mask, need_weights);
   if (need_weights) attention_weights->push_back(result.weights);
   return dropout1_->forward(result.output);
-}
-
-Tensor TransformerEncoderLayer::feed_forward_block(const Tensor& x) const {
-  const Tensor hidden = linear1_->forward(x, options_.activation);
-  return dropout2_->forward(linear2_->forward(dropout_->forward(hidden)));
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
@@ -51,10 +43,10 @@ Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& attn_mask
         cat("TransformerEncoderLayer: x ", x.shape(), " must be (B, T, C) with C = d_model = ", options_.d_model));
   if (options_.norm_first) {
     const Tensor h = x + attention_block(norm1_->forward(x), attn_mask, key_padding_mask, attention_weights);
-    return h + feed_forward_block(norm2_->forward(h));
+    return h + dropout2_->forward(feed_forward_->forward(norm2_->forward(h)));
   }
   const Tensor h = norm1_->forward(x + attention_block(x, attn_mask, key_padding_mask, attention_weights));
-  return norm2_->forward(h + feed_forward_block(h));
+  return norm2_->forward(h + dropout2_->forward(feed_forward_->forward(h)));
 }
 
 TransformerEncoderLayer& TransformerEncoderLayers::append(std::unique_ptr<TransformerEncoderLayer> layer) {
@@ -71,7 +63,7 @@ TransformerEncoder::TransformerEncoder(int64_t n_layers, const EncoderLayerOptio
   for (int64_t i = 0; i < n_layers; ++i)
     layers_->append(std::make_unique<TransformerEncoderLayer>(options, gen, dropout_rng));
   if (final_norm)
-    norm_ = &register_module("norm", std::make_unique<LayerNorm>(options.d_model, options.layer_norm_eps));
+    norm_ = &register_module("norm", component<NormKind>(options.norm).make(options.d_model, options.layer_norm_eps, gen));
 }
 
 Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
@@ -96,41 +88,26 @@ namespace {
 Tensor leading_padding() { return mask({0, 0, 0, 1, 1, 1, 0, 0}, {2, 4}); }
 Tensor trailing_padding() { return mask({0, 0, 0, 1, 0, 0, 1, 1}, {2, 4}); }
 
-template <class Build, class Run>
-GradcheckCase module_case(std::string name, Shape x_shape, Build build, Run run) {
-  return {std::move(name), [=](const GradcheckOptions& check) {
-            Generator gen(307);
-            auto module = build(gen);
-            module->to(check.dtype);
-            std::vector<Tensor> inputs{randn(x_shape, gen, check.dtype).requires_grad_()};
-            std::vector<std::string> names{"x"};
-            for (const auto& [param_name, param] : module->named_parameters()) {
-              inputs.push_back(param);
-              names.push_back(param_name);
-            }
-            const auto* raw = module.get();
-            const TensorFn fn = [raw, run](const std::vector<Tensor>& in) { return run(*raw, in[0]); };
-            return gradcheck(fn, inputs, check, names);
-          }};
-}
-
 GradcheckCase layer_case(std::string name, EncoderLayerOptions options) {
-  return module_case(
-      std::move(name), {2, 4, options.d_model},
-      [options](Generator& gen) { return std::make_unique<TransformerEncoderLayer>(options, gen, nullptr); },
-      [](const TransformerEncoderLayer& layer, const Tensor& x) { return layer.forward(x, {}, leading_padding()); });
+  return module_case<TransformerEncoderLayer>(
+      std::move(name), [options](Generator& gen) { return std::make_unique<TransformerEncoderLayer>(options, gen, nullptr); },
+      {{"x", {2, 4, options.d_model}}},
+      [](const TransformerEncoderLayer& layer, const std::vector<Tensor>& x) {
+        return layer.forward(x[0], {}, leading_padding());
+      });
 }
 
 const bool registered = register_gradchecks({
-    layer_case("nn/encoder_layer/post-ln-relu", {6, 2, 8, 0.0, Activation::relu, false}),
-    layer_case("nn/encoder_layer/pre-ln-gelu", {6, 3, 8, 0.0, Activation::gelu, true}),
-    module_case(
-        "nn/encoder/two-layers-final-norm-causal", {2, 4, 4},
+    layer_case("nn/encoder_layer/post-ln-relu", {6, 2, 8, 0.0, "relu", false}),
+    layer_case("nn/encoder_layer/pre-ln-gelu", {6, 3, 8, 0.0, "gelu", true}),
+    module_case<TransformerEncoder>(
+        "nn/encoder/two-layers-final-norm-causal",
         [](Generator& gen) {
           return std::make_unique<TransformerEncoder>(2, EncoderLayerOptions{4, 2, 6, 0.0}, true, gen, nullptr);
         },
-        [](const TransformerEncoder& encoder, const Tensor& x) {
-          return encoder.forward(x, causal_mask(4), trailing_padding());
+        {{"x", {2, 4, 4}}},
+        [](const TransformerEncoder& encoder, const std::vector<Tensor>& x) {
+          return encoder.forward(x[0], causal_mask(4), trailing_padding());
         }),
 });
 

@@ -5,15 +5,13 @@
 // Letters: B batch, T positions, C = d_model, H heads, F = d_ff.
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "autograd/random.h"
 #include "autograd/tensor.h"
-#include "nn/activation.h"
-#include "nn/attention.h"
+#include "nn/components.h"
 #include "nn/dropout.h"
-#include "nn/layernorm.h"
-#include "nn/linear.h"
 #include "nn/module.h"
 
 namespace tapegrad::nn {
@@ -23,17 +21,22 @@ struct EncoderLayerOptions {
   int64_t n_heads;       // H: must divide d_model
   int64_t d_ff = 2048;   // F: width of the feed-forward block (PyTorch's dim_feedforward)
   double dropout = 0.1;  // attention probabilities, feed-forward hidden, both residual branches
-  Activation activation = Activation::relu;
+  std::string activation = "relu";  // of the feed-forward block
   bool norm_first = false;  // false: post-LN (the original Transformer, PyTorch's default); true: pre-LN
   double layer_norm_eps = 1e-5;
+  // Registered components (nn/components.h) by name.
+  std::string attention = "softmax";
+  std::string norm = "layernorm";
+  std::string ffn = "dense";
 };
 
 /// One encoder layer: self-attention and a feed-forward block, each with a residual connection and a
-/// LayerNorm.
+/// normalisation; the three are the registered components options.attention, .ffn and .norm.
 ///   post-LN: x = norm1(x + dropout1(sa(x)));  x = norm2(x + dropout2(ff(x)))
 ///   pre-LN : x = x + dropout1(sa(norm1(x)));  x = x + dropout2(ff(norm2(x)))
-///   ff(x)  = linear2(dropout(act(linear1(x))))
-/// Children, in PyTorch's order: self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2.
+///   ff(x)  = linear2(dropout(act(linear1(x))))   (the "dense" block, registered inline)
+/// Children, in PyTorch's order: self_attn, (the block's own: linear1, dropout, linear2), norm1, norm2,
+/// dropout1, dropout2.
 class TransformerEncoderLayer : public Module {
  public:
   /// Parameters from gen (PyTorch's default initialisation for each submodule); dropout masks from
@@ -47,30 +50,24 @@ class TransformerEncoderLayer : public Module {
                  std::vector<Tensor>* attention_weights = nullptr) const;
 
   const EncoderLayerOptions& options() const { return options_; }
-  const MultiHeadAttention& self_attn() const { return *self_attn_; }
-  const Linear& linear1() const { return *linear1_; }
-  const Dropout& dropout() const { return *dropout_; }
-  const Linear& linear2() const { return *linear2_; }
-  const LayerNorm& norm1() const { return *norm1_; }
-  const LayerNorm& norm2() const { return *norm2_; }
+  const SelfAttention& self_attn() const { return *self_attn_; }
+  const FeedForwardBlock& feed_forward() const { return *feed_forward_; }
+  const Norm& norm1() const { return *norm1_; }
+  const Norm& norm2() const { return *norm2_; }
   const Dropout& dropout1() const { return *dropout1_; }
   const Dropout& dropout2() const { return *dropout2_; }
 
  private:
-  /// dropout1(self_attn(x, x, x)), recording the weights when asked.   x: (B, T, C) -> (B, T, C)
+  /// dropout1(self_attn(x)), recording the weights when asked.   x: (B, T, C) -> (B, T, C)
   Tensor attention_block(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
                          std::vector<Tensor>* attention_weights) const;
-  /// dropout2(linear2(dropout(act(linear1(x))))).   x: (B, T, C) -> (B, T, C)
-  Tensor feed_forward_block(const Tensor& x) const;
 
   EncoderLayerOptions options_;
   // Owned by the children list (on the heap, so the pointers survive moving the layer).
-  MultiHeadAttention* self_attn_;
-  Linear* linear1_;
-  Dropout* dropout_;
-  Linear* linear2_;
-  LayerNorm* norm1_;
-  LayerNorm* norm2_;
+  SelfAttention* self_attn_;
+  FeedForwardBlock* feed_forward_;
+  Norm* norm1_;
+  Norm* norm2_;
   Dropout* dropout1_;
   Dropout* dropout2_;
 };
@@ -89,8 +86,8 @@ class TransformerEncoderLayers : public Module {
 };
 
 /// A stack of n_layers encoder layers (each initialised independently from gen) and an optional final
-/// LayerNorm, as PyTorch's nn.TransformerEncoder(layer, n_layers, norm). Children: "layers", then "norm"
-/// when final_norm (its eps is options.layer_norm_eps).
+/// normalisation, as PyTorch's nn.TransformerEncoder(layer, n_layers, norm). Children: "layers", then
+/// "norm" when final_norm (the norm component options.norm, eps options.layer_norm_eps).
 class TransformerEncoder : public Module {
  public:
   /// n_layers >= 0; dropout_rng may be null only when options.dropout == 0.
@@ -104,12 +101,12 @@ class TransformerEncoder : public Module {
 
   size_t n_layers() const { return layers_->size(); }
   const TransformerEncoderLayer& layer(size_t i) const { return (*layers_)[i]; }
-  /// The final LayerNorm, or null without one.
-  const LayerNorm* norm() const { return norm_; }
+  /// The final normalisation, or null without one.
+  const Norm* norm() const { return norm_; }
 
  private:
   TransformerEncoderLayers* layers_;
-  LayerNorm* norm_ = nullptr;
+  Norm* norm_ = nullptr;
 };
 
 }  // namespace tapegrad::nn

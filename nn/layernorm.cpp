@@ -1,7 +1,7 @@
 #include "nn/layernorm.h"
 
 #include "autograd/ops/layernorm.h"
-#include "autograd/registry.h"
+#include "nn/module_gradcheck.h"
 #include "nn/init.h"
 
 namespace tapegrad::nn {
@@ -22,28 +22,27 @@ Tensor LayerNorm::forward(const Tensor& x) const {
 }
 
 namespace {
-// Converted to the check's dtype (float64 by default); checks x and both parameters. The parameters are
-// moved off their initial 1 and 0 first (drawn from a fixed seed), so that a backward that confused
-// weight and bias, or ignored the weight, cannot pass.
-const bool registered = register_gradchecks({
-    {"nn/layernorm/3d",
-     [](const GradcheckOptions& options) {
-       Generator gen(404);
-       LayerNorm layer(5);
-       uniform_(layer.weight, 0.5, 1.5, gen);
-       normal_(layer.bias, 0, 1, gen);
-       layer.to(options.dtype);
-       const Tensor x = randn({2, 3, 5}, gen, options.dtype).requires_grad_();
-       std::vector<Tensor> inputs{x};
-       std::vector<std::string> names{"x"};
-       for (const auto& [name, param] : layer.named_parameters()) {
-         inputs.push_back(param);
-         names.push_back(name);
-       }
-       const TensorFn fn = [&layer](const std::vector<Tensor>& in) { return layer.forward(in[0]); };
-       return gradcheck(fn, inputs, options, names);
-     }},
-});
+
+// Moved off its initial 1 and 0 first (drawn from the fixed seed), so that a backward that confused weight
+// and bias, or ignored the weight, cannot pass; checks x and both parameters.
+std::unique_ptr<LayerNorm> off_initial(int64_t dim, Generator& gen) {
+  auto layer = std::make_unique<LayerNorm>(dim);
+  uniform_(layer->weight, 0.5, 1.5, gen);
+  normal_(layer->bias, 0, 1, gen);
+  return layer;
+}
+
+const bool registered =
+    register_component<NormKind>({.name = "layernorm",
+                                  .help = "LayerNorm: (x - mean) / sqrt(var + eps) * weight + bias",
+                                  .make = [](int64_t dim, double eps, Generator&) -> std::unique_ptr<Norm> {
+                                    return std::make_unique<LayerNorm>(dim, eps);
+                                  },
+                                  .parameter_count = [](int64_t dim) { return 2 * dim; }}) &&
+    register_gradchecks({module_case<LayerNorm>(
+        "nn/layernorm/3d", [](Generator& gen) { return off_initial(5, gen); }, {{"x", {2, 3, 5}}},
+        [](const LayerNorm& layer, const std::vector<Tensor>& in) { return layer.forward(in[0]); }, 404)});
+
 }  // namespace
 
 }  // namespace tapegrad::nn

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "autograd/ops/matmul.h"
-#include "autograd/registry.h"
+#include "nn/module_gradcheck.h"
 #include "nn/init.h"
 
 namespace tapegrad::nn {
@@ -34,30 +34,18 @@ Tensor Linear::forward(const Tensor& x) const {
   return linear(x, weight, bias);  // one product that starts from the bias, not a product plus a bias pass
 }
 
-Tensor Linear::forward(const Tensor& x, Activation activation) const {
+Tensor Linear::forward(const Tensor& x, const ActivationKind::Entry& activation) const {
   const ScopeName scope = enter_scope();
-  if (activation != Activation::relu || !bias.defined()) return activate(forward(x), activation);
+  if (!activation.linear || !bias.defined()) return activation.apply(forward(x));
   check_input(x);
-  return linear_relu(x, weight, bias);
+  return activation.linear(x, weight, bias);
 }
 
 namespace {
-// Built from a fixed seed and converted to the check's dtype (float64 by default); checks x and every
-// named parameter.
 GradcheckCase linear_case(std::string name, int64_t in, int64_t out, bool bias, Shape x_shape) {
-  return {std::move(name), [in, out, bias, x_shape](const GradcheckOptions& options) {
-            Generator gen(101);
-            Linear layer(in, out, bias, gen);
-            layer.to(options.dtype);
-            std::vector<Tensor> inputs{randn(x_shape, gen, options.dtype).requires_grad_()};
-            std::vector<std::string> names{"x"};
-            for (const auto& [param_name, param] : layer.named_parameters()) {
-              inputs.push_back(param);
-              names.push_back(param_name);
-            }
-            const TensorFn fn = [&layer](const std::vector<Tensor>& in) { return layer.forward(in[0]); };
-            return gradcheck(fn, inputs, options, names);
-          }};
+  return module_case<Linear>(
+      std::move(name), [=](Generator& gen) { return std::make_unique<Linear>(in, out, bias, gen); }, {{"x", x_shape}},
+      [](const Linear& layer, const std::vector<Tensor>& x) { return layer.forward(x[0]); }, 101);
 }
 
 const bool registered = register_gradchecks({

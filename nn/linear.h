@@ -5,7 +5,7 @@
 
 #include "autograd/random.h"
 #include "autograd/tensor.h"
-#include "nn/activation.h"
+#include "nn/components.h"
 #include "nn/module.h"
 
 namespace tapegrad::nn {
@@ -18,9 +18,10 @@ class Linear : public Module {
 
   /// y = x Wᵀ + b (Wᵀ is a transposed view of weight, read by BLAS in place).   x: (..., in) -> (..., out)
   Tensor forward(const Tensor& x) const;
-  /// activate(forward(x), activation); relu with a bias runs fused into the product (the linear_relu op:
-  /// the same numbers, without a pass and a buffer for the pre-activation).
-  Tensor forward(const Tensor& x, Activation activation) const;
+  /// activation.apply(forward(x)); an activation with a fused form (relu: the linear_relu op) runs it when
+  /// the layer has a bias: the same numbers, without a pass and a buffer for the pre-activation.
+  ///   x: (..., in) -> (..., out)
+  Tensor forward(const Tensor& x, const ActivationKind::Entry& activation) const;
 
   int64_t in_features() const { return in_features_; }
   int64_t out_features() const { return out_features_; }

@@ -17,7 +17,19 @@ Tensor Module::register_parameter(const std::string& name, Tensor value) {
 
 void Module::collect(const std::string& prefix, NamedTensors& out) const {
   for (const auto& [name, tensor] : parameters_) out.emplace_back(prefix + name, tensor);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", out);
+  for (const auto& [name, child] : children_) child->collect(name.empty() ? prefix : prefix + name + ".", out);
+}
+
+std::vector<std::pair<std::string, const Module*>> Module::named_children() const {
+  std::vector<std::pair<std::string, const Module*>> out;
+  for (const auto& [name, child] : children_) {
+    if (!name.empty()) {
+      out.emplace_back(name, child.get());
+      continue;
+    }
+    for (const auto& inner : child->named_children()) out.push_back(inner);
+  }
+  return out;
 }
 
 NamedTensors Module::named_parameters() const {

@@ -39,8 +39,13 @@ class Module {
   /// (one branch while anomaly detection is off; nested calls into the same module add nothing).
   ScopeName enter_scope() const { return ScopeName(name_, this); }
 
-  /// Direct children by name.
+  /// The parameters registered by this module itself, not by its children.
+  const NamedTensors& own_parameters() const { return parameters_; }
+  /// Direct children by name (an inline child has the empty name).
   const std::vector<std::pair<std::string, std::unique_ptr<Module>>>& children() const { return children_; }
+  /// Direct children by name as PyTorch's named_children() lists them: an inline child's own children
+  /// stand in its place.
+  std::vector<std::pair<std::string, const Module*>> named_children() const;
 
   /// Training mode (dropout active) for this module and every submodule.
   void train(bool on = true);
@@ -71,6 +76,13 @@ class Module {
     static_cast<Module&>(ref).name_ = name;
     children_.emplace_back(name, std::move(child));
     return ref;
+  }
+  /// Registers and owns a submodule whose parameters and children are named as this module's own
+  /// ("linear1.weight", not "ffn.linear1.weight"): a variant that must keep the names PyTorch gives the
+  /// same parameters (the dense feed-forward block inside nn.TransformerEncoderLayer).
+  template <class M>
+  M& register_inline(std::unique_ptr<M> child) {
+    return register_module("", std::move(child));
   }
 
  private:

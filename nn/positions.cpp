@@ -4,7 +4,8 @@
 
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/views.h"
-#include "autograd/registry.h"
+#include "nn/classifier.h"
+#include "nn/module_gradcheck.h"
 #include "nn/init.h"
 
 namespace tapegrad::nn {
@@ -63,20 +64,30 @@ Tensor SinusoidalPositionalEncoding::forward(int64_t seq_len, DType dtype) const
 }
 
 namespace {
-// Built from a fixed seed and converted to the check's dtype (float64 by default). The positions are added
-// to token vectors x (2, 3, 4) as a model adds them: checks x and the table, of which only rows 0..2 get a
-// gradient (rows 3, 4 have none, and central differences agree).
-const bool registered = register_gradchecks({
-    {"nn/positional_embedding/added-to-batch",
-     [](const GradcheckOptions& options) {
-       Generator gen(303);
-       PositionalEmbedding layer(5, 4, gen);
-       layer.to(options.dtype);
-       const Tensor x = randn({2, 3, 4}, gen, options.dtype).requires_grad_();
-       const TensorFn fn = [&layer](const std::vector<Tensor>& in) { return in[0] + layer.forward(3); };
-       return gradcheck(fn, {x, layer.weight}, options, {"x", "weight"});
-     }},
-});
+
+const bool registered =
+    register_component<PositionalKind>(
+        {.name = "learned",
+         .help = "a learned vector per position (GPT, BERT)",
+         .make = [](const ClassifierOptions& o, Generator& init) -> std::unique_ptr<PositionalEncoding> {
+           return std::make_unique<PositionalEmbedding>(o.context_length, o.d_model, init);
+         },
+         .parameter_count = [](const ClassifierOptions& o) { return o.context_length * o.d_model; }}) &&
+    register_component<PositionalKind>(
+        {.name = "sinusoidal",
+         .help = "fixed sines and cosines (Vaswani et al. 2017), no parameters",
+         .make = [](const ClassifierOptions& o, Generator&) -> std::unique_ptr<PositionalEncoding> {
+           return std::make_unique<SinusoidalPositionalEncoding>(o.context_length, o.d_model);
+         },
+         .parameter_count = [](const ClassifierOptions&) { return int64_t{0}; }}) &&
+    // The positions are added to token vectors x (2, 3, 4) as a model adds them: checks x and the table,
+    // of which only rows 0..2 get a gradient (rows 3, 4 have none, and central differences agree).
+    register_gradchecks({module_case<PositionalEmbedding>(
+        "nn/positional_embedding/added-to-batch",
+        [](Generator& gen) { return std::make_unique<PositionalEmbedding>(5, 4, gen); }, {{"x", {2, 3, 4}}},
+        [](const PositionalEmbedding& layer, const std::vector<Tensor>& in) { return in[0] + layer.forward(3); },
+        303)});
+
 }  // namespace
 
 }  // namespace tapegrad::nn

@@ -1,18 +1,15 @@
 #include "train/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cctype>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "autograd/tape.h"
+#include "train/atomic_file.h"
 #include "train/read_file.h"
 #include "train/safetensors.h"
 #include "train/strict_json.h"
@@ -27,16 +24,6 @@ namespace {
 const char* kLinkedFiles[] = {"model.safetensors", "config.json",           "vocab.txt",
                               "labels.txt",        "optimizer.safetensors", "trainer.json"};
 
-/// fsync of a file or folder by path: the bytes (or the folder's entries) reach the disk.
-void fsync_path(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw IOError(cat(path, ": cannot open to sync: ", std::strerror(errno)));
-  const int rc = ::fsync(fd);
-  const int saved = errno;
-  ::close(fd);
-  if (rc != 0) throw IOError(cat(path, ": fsync failed: ", std::strerror(saved)));
-}
-
 /// Points link at target by creating link.tmp and renaming it over link (atomic on POSIX).
 void swap_symlink(const fs::path& link, const fs::path& target) {
   const fs::path tmp = link.string() + ".tmp";
@@ -47,69 +34,6 @@ void swap_symlink(const fs::path& link, const fs::path& target) {
 }
 
 }  // namespace
-
-nlohmann::json model_config_json(const nn::ClassifierOptions& o) {
-  return {{"vocab_size", o.vocab_size},
-          {"d_model", o.d_model},
-          {"n_heads", o.n_heads},
-          {"d_ff", o.d_ff},
-          {"n_layers", o.n_layers},
-          {"context_length", o.context_length},
-          {"num_classes", o.num_classes},
-          {"norm_first", o.norm_first},
-          {"activation", o.activation == nn::Activation::gelu ? "gelu" : "relu"},
-          {"pool", o.pool == nn::Pooling::cls ? "cls" : "mean"},
-          {"positional", o.positional == nn::Positional::sinusoidal ? "sinusoidal" : "learned"},
-          {"layer_norm_eps", o.layer_norm_eps},
-          {"final_norm", o.final_norm},
-          {"dropout", o.dropout},
-          {"pad_id", o.pad_id}};
-}
-
-nn::ClassifierOptions model_options_from_json(const nlohmann::json& config, const std::string& file,
-                                              const std::string& prefix) {
-  JsonFields f(config, file, prefix);
-  nn::ClassifierOptions o;
-  o.vocab_size = f.integer("vocab_size");
-  o.d_model = f.integer("d_model");
-  o.n_heads = f.integer("n_heads");
-  o.d_ff = f.integer("d_ff");
-  o.n_layers = f.integer("n_layers");
-  o.context_length = f.integer("context_length");
-  o.num_classes = f.integer("num_classes");
-  o.norm_first = f.boolean("norm_first");
-  o.layer_norm_eps = f.number("layer_norm_eps");
-  o.final_norm = f.boolean("final_norm");
-  o.dropout = f.number("dropout");
-  o.pad_id = f.integer("pad_id");
-  const auto choice = [&](const char* key, auto parse) {
-    const std::string name = f.string(key);
-    try {
-      return parse(name);
-    } catch (const ValueError& e) {
-      throw IOError(cat(file, ": ", f.quoted(key), ": ", e.what()));
-    }
-  };
-  o.activation = choice("activation", nn::parse_activation);
-  o.pool = choice("pool", nn::parse_pooling);
-  o.positional = choice("positional", nn::parse_positional);
-  f.refuse_unknown();
-  try {
-    nn::validate(o, prefix.empty() ? file : cat(file, ": '", prefix.substr(0, prefix.size() - 1), "'"));
-  } catch (const ValueError& e) {
-    throw IOError(e.what());
-  }
-  return o;
-}
-
-nn::ClassifierOptions parse_model_config(std::string_view text, const std::string& name) {
-  // config.json is one flat object: depth 0 is the object, and no value inside it is a container.
-  return model_options_from_json(parse_json_strictly(text, name, 1), name);
-}
-
-nn::ClassifierOptions read_model_config(const std::string& path) {
-  return parse_model_config(read_whole_file(path, kJsonFileLimit), path);
-}
 
 std::vector<std::string> parse_labels(std::string_view text, const std::string& path) {
   if (text.empty() || text == "\xef\xbb\xbf") throw IOError(cat(path, ": empty file: no labels"));
@@ -196,32 +120,6 @@ void load_optimizer_state(optim::Optimizer& optimizer, const std::string& path) 
   }
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IOError(cat(tmp, ": cannot create: ", std::strerror(errno)));
-  const auto fail = [&](const char* what) {  // a full disk gets the partial file's space back at once
-    const int saved = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return IOError(cat(tmp, ": ", what, ": ", std::strerror(saved)));
-  };
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t written = ::write(fd, text.data() + done, text.size() - done);
-    if (written < 0 && errno != EINTR) throw fail("write failed");
-    if (written > 0) done += static_cast<size_t>(written);
-  }
-  if (::fsync(fd) != 0) throw fail("fsync failed");
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw IOError(cat(tmp, ": close failed: ", std::strerror(errno)));
-  }
-  std::error_code error;
-  fs::rename(tmp, path, error);
-  if (error) throw IOError(cat(path, ": cannot rename into place (", error.message(), ")"));
-  fsync_path(fs::path(path).parent_path().empty() ? "." : fs::path(path).parent_path().string());
-}
-
 void write_checkpoint_folder(const std::string& dir, const CheckpointContents& c) {
   fs::create_directories(dir);
   NoGradGuard no_grad;
@@ -232,7 +130,6 @@ void write_checkpoint_folder(const std::string& dir, const CheckpointContents& c
   }
   write_file_atomic(dir + "/config.json", model_config_json(c.model->options()).dump(2) + "\n");
   c.vocab->save(dir + "/vocab.txt");
-  fsync_path(dir + "/vocab.txt");
   std::string labels;
   for (const auto& label : *c.labels) labels += label + "\n";
   write_file_atomic(dir + "/labels.txt", labels);

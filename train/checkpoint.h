@@ -16,22 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/classifier.h"
+#include "train/model_config.h"
 #include "optim/optimizer.h"
 #include "train/vocab.h"
 
 namespace tapegrad {
-
-/// config.json of a classifier; the keys are documented in docs/checkpoints.md.
-nlohmann::json model_config_json(const nn::ClassifierOptions& options);
-/// The model options of a config.json object, read strictly (strict_json.h: every key present, of
-/// exactly its type, no unknown key) and validated (nn::validate); IOError naming `file` and the key
-/// (prefix + key: "model." inside trainer.json).
-nn::ClassifierOptions model_options_from_json(const nlohmann::json& config, const std::string& file,
-                                              const std::string& prefix = "");
-/// Parses the text of a config.json (see model_options_from_json); IOError naming `name` (the file).
-nn::ClassifierOptions parse_model_config(std::string_view text, const std::string& name);
-/// Reads config.json (a regular file or a pipe, at most 16 MiB) and parses it.
-nn::ClassifierOptions read_model_config(const std::string& path);
 
 /// What `predict`, `eval` and `--init` need of a checkpoint.
 struct LoadedModel {
@@ -79,8 +68,5 @@ std::string first_non_finite(const nn::NamedTensors& tensors);
 
 /// Reads labels.txt (a regular file or a pipe, at most 256 MiB) and parses it.
 std::vector<std::string> read_labels(const std::string& path);
-
-/// Writes text to path atomically (path.tmp, fsync, rename, fsync of the folder).
-void write_file_atomic(const std::string& path, const std::string& text);
 
 }  // namespace tapegrad

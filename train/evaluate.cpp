@@ -47,7 +47,7 @@ Tensor classify(nn::SequenceClassifier& model, const std::vector<std::vector<int
 
 Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& examples, const Vocab& vocab,
                     const std::vector<std::string>& labels, int64_t max_tokens) {
-  const bool cls = model.options().pool == nn::Pooling::cls;
+  const bool cls = nn::prepends_cls(model.options());
   const EncodedExamples encoded = encode_examples(examples, vocab, labels, model.options().context_length, cls);
   const std::vector<int64_t>& targets = encoded.targets;
   Evaluation result;

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "autograd/error.h"
-#include "train/checkpoint.h"
+#include "train/atomic_file.h"
 
 namespace tapegrad {
 

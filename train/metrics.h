@@ -11,12 +11,24 @@
 //   elapsed_seconds          wall-clock seconds since the run started (every session of a resumed run)
 // The file is rewritten at each validation, before its checkpoint is published, so it holds the rows up
 // to the last validation; --resume keeps the rows up to its checkpoint's step and writes the rest again.
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "train/plots.h"
-
 namespace tapegrad {
+
+/// One row of metrics.csv (the columns above). A NaN valid_* means "no validation at this row" (an empty
+/// cell in the file); the curves (curves.h) leave any NaN or infinite value out of the picture.
+struct MetricsRow {
+  int64_t step = 0;
+  int64_t epoch = 0;
+  double lr = 0;
+  double train_loss = 0;
+  double valid_loss = 0;
+  double valid_accuracy = 0;  // fraction correct, in [0, 1]; drawn as a percentage
+  double steps_per_second = 0;
+  double elapsed_seconds = 0;
+};
 
 /// The header line of metrics.csv.
 inline constexpr const char* kMetricsHeader =

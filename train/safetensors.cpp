@@ -6,14 +6,13 @@
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "autograd/error.h"
+#include "train/atomic_file.h"
 #include "train/read_file.h"
 #include "train/text_lines.h"
 
@@ -44,35 +43,6 @@ bool parse_dtype(const std::string& name, DType& out) {
     }
   return false;
 }
-
-// ---------------------------------------------------------------- writing
-
-std::string errno_text() { return std::strerror(errno); }
-
-/// Writes all of [data, data + n) to fd, retrying partial writes and interrupted calls.
-bool write_all(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    const ssize_t written = ::write(fd, data, n);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += written;
-    n -= static_cast<size_t>(written);
-  }
-  return true;
-}
-
-/// Closes fd (if open) and removes the temporary file unless disarmed: no failed save leaves a .tmp behind.
-struct TempFile {
-  std::string path;
-  int fd = -1;
-  bool keep = false;
-  ~TempFile() {
-    if (fd >= 0) ::close(fd);
-    if (!keep) ::unlink(path.c_str());
-  }
-};
 
 // ---------------------------------------------------------------- reading
 
@@ -268,41 +238,13 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
 
-  TempFile tmp{path + ".tmp"};
-  tmp.fd = ::open(tmp.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (tmp.fd < 0) {
-    tmp.keep = true;  // not ours to remove: we did not create it
-    throw IOError(cat(tmp.path, ": cannot create: ", errno_text()));
-  }
-  const auto fail = [&](const char* what) { return IOError(cat(tmp.path, ": ", what, ": ", errno_text())); };
-  if (!write_all(tmp.fd, reinterpret_cast<const char*>(length), 8) || !write_all(tmp.fd, text.data(), text.size()))
-    throw fail("write failed");
+  std::vector<std::string_view> pieces{{reinterpret_cast<const char*>(length), 8}, text};
   for (const Tensor& c : contiguous) {
     const size_t nbytes = static_cast<size_t>(c.numel()) * itemsize(c.dtype());
     if (nbytes == 0) continue;
-    const char* bytes = static_cast<const char*>(c.storage()->data) + c.offset() * itemsize(c.dtype());
-    if (!write_all(tmp.fd, bytes, nbytes)) throw fail("write failed");
+    pieces.emplace_back(static_cast<const char*>(c.storage()->data) + c.offset() * itemsize(c.dtype()), nbytes);
   }
-  if (::fsync(tmp.fd) != 0) throw fail("fsync failed");
-  const int fd = tmp.fd;
-  tmp.fd = -1;
-  if (::close(fd) != 0) throw fail("close failed");
-  if (::rename(tmp.path.c_str(), path.c_str()) != 0)
-    throw IOError(cat(path, ": cannot rename ", tmp.path, " over it: ", errno_text()));
-  tmp.keep = true;
-
-  // The rename is durable only once the directory entry is on disk.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) throw IOError(cat(dir, ": cannot open directory to fsync it: ", errno_text()));
-  const int synced = ::fsync(dir_fd);
-  const int saved_errno = errno;
-  ::close(dir_fd);
-  if (synced != 0) {
-    errno = saved_errno;
-    throw IOError(cat(dir, ": directory fsync failed: ", errno_text()));
-  }
+  write_file_atomic(path, pieces);
 }
 
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path) {

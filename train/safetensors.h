@@ -30,10 +30,10 @@ struct SafetensorsFile {
   bool contains(const std::string& name) const;
 };
 
-/// Writes the tensors (any strides; they are written contiguous) in the given order, atomically: the
-/// bytes go to path + ".tmp", which is fsynced and renamed over path, then the directory is fsynced, so a
-/// crash at any moment leaves either the old file or the new one whole. Duplicate or empty names and the
-/// name "__metadata__" are ValueErrors; a failed write is an IOError (and the .tmp file is removed).
+/// Writes the tensors (any strides; they are written contiguous) in the given order, atomically
+/// (write_file_atomic, atomic_file.h: a crash at any moment leaves either the old file or the new one
+/// whole). Duplicate or empty names and the name "__metadata__" are ValueErrors; a failed write is an
+/// IOError naming the file (and the .tmp file is removed).
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 

@@ -131,4 +131,30 @@ void JsonFields::refuse_unknown() const {
                     " (a misspelt key would otherwise be ignored)"));
 }
 
+json checked_like(const json& object, const json& example, const std::string& file, const std::string& prefix,
+                  const std::set<std::string>& optional) {
+  JsonFields fields(object, file, prefix);
+  json checked = object;
+  for (const auto& [key, value] : example.items()) {
+    const char* name = key.c_str();
+    if (!fields.has(name) && optional.count(key)) {
+      checked[key] = value;
+      continue;
+    }
+    switch (value.type()) {
+      case json::value_t::number_unsigned: fields.unsigned_integer(name); break;
+      case json::value_t::number_integer: fields.integer(name); break;
+      case json::value_t::number_float: fields.number(name); break;
+      case json::value_t::boolean: fields.boolean(name); break;
+      case json::value_t::string: fields.string(name); break;
+      case json::value_t::object:
+        checked[key] = checked_like(fields.object(name), value, file, prefix + key + ".", optional);
+        break;
+      default: throw std::logic_error(cat("checked_like: example key '", key, "' is a ", value.type_name()));
+    }
+  }
+  fields.refuse_unknown();
+  return checked;
+}
+
 }  // namespace tapegrad

@@ -50,4 +50,13 @@ class JsonFields {
   std::set<std::string> read_;
 };
 
+/// Reads an options object by example: `example` is to_json of the struct's defaults, and gives every key
+/// and its JSON type. Every key of the example must be present (but those named in `optional`, at any
+/// depth, which take the example's value), read as JsonFields reads its type (an integer where the example has an integer, not
+/// 32.0; any finite number where it has a float; a non-negative integer where it has an unsigned one; a
+/// nested object likewise, with prefix "<key>."), and no other key. Returns the object with the optional
+/// keys filled in, ready for nlohmann's get<T>() (so the struct's NLOHMANN_DEFINE_TYPE_* macros read it).
+nlohmann::json checked_like(const nlohmann::json& object, const nlohmann::json& example, const std::string& file,
+                            const std::string& prefix = "", const std::set<std::string>& optional = {});
+
 }  // namespace tapegrad

@@ -11,13 +11,9 @@
 
 namespace tapegrad {
 
-/// The length in bytes of the valid UTF-8 sequence that starts at text[i] (1 for ASCII), or 0 when the
-/// bytes there are not valid UTF-8 (overlong forms, surrogates and code points above U+10FFFF are not).
-/// Requires i < text.size().
-size_t utf8_sequence_length(std::string_view text, size_t i);
-
 /// Offset of the first byte that is not part of valid UTF-8 (overlong forms, surrogates and code points
-/// above U+10FFFF are invalid), or text.size() when all of it is valid.
+/// above U+10FFFF are invalid), or text.size() when all of it is valid. utf8cpp (libutfcpp-dev) does the
+/// work; tests/train/test_tsv.cpp pins each kind of invalid sequence and the offset reported.
 size_t find_invalid_utf8(std::string_view text);
 
 /// Calls on_line(number, line) for each line of text (numbered from 1, without its '\n' or '\r'; a last

@@ -20,7 +20,7 @@
 #include "train/evaluate.h"
 #include "train/interrupt.h"
 #include "train/metrics.h"
-#include "train/plots.h"
+#include "train/curves.h"
 #include "train/read_file.h"
 #include "train/run_lock.h"
 #include "train/safetensors.h"
@@ -128,7 +128,7 @@ bool is_pipe(const std::string& path) {
 /// Each data file is read exactly once here, so that `--data <(command)` works.
 void setup_data(Run& run, const Vocab* fixed_vocab) {
   TrainOptions& o = run.options;
-  const bool cls = o.model.pool == nn::Pooling::cls;
+  const bool cls = nn::prepends_cls(o.model);
   int64_t longest = 0;
   if (o.data.empty()) {
     TaskStream probe(o.task, o.seed);
@@ -297,7 +297,7 @@ class Lap {
 // left intact added to its message.
 TrainSummary loop(Run& run, std::ostream& log) try {
   const TrainOptions& o = run.options;
-  const bool cls = o.model.pool == nn::Pooling::cls;
+  const bool cls = nn::prepends_cls(o.model);
   const bool live = ::isatty(STDERR_FILENO);
   fs::create_directories(o.out);
   set_num_threads(o.threads);

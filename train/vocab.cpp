@@ -1,10 +1,7 @@
 #include "train/vocab.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
 #include "autograd/error.h"
+#include "train/atomic_file.h"
 #include "train/read_file.h"
 #include "train/text_lines.h"
 
@@ -85,13 +82,7 @@ std::string Vocab::text() const {
   return out;
 }
 
-void Vocab::save(const std::string& path) const {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw IOError(cat(path, ": cannot open for writing: ", std::strerror(errno)));
-  out << text();
-  out.flush();
-  if (!out) throw IOError(cat(path, ": write failed: ", std::strerror(errno)));
-}
+void Vocab::save(const std::string& path) const { write_file_atomic(path, text()); }
 
 Vocab Vocab::parse(std::string_view text, const std::string& path) {
   if (text.empty() || text == "\xef\xbb\xbf")

@@ -54,7 +54,7 @@ class Vocab {
 
   /// The text of vocab.txt: every token followed by '\n', in id order.
   std::string text() const;
-  /// Writes vocab.txt (text()); an unwritable file is an IOError.
+  /// Writes vocab.txt (text()) atomically and durably (atomic_file.h); an unwritable file is an IOError.
   void save(const std::string& path) const;
   /// Parses the text of a vocab.txt (see above); an empty file, an empty or duplicated line, invalid UTF-8,
   /// a NUL byte, a token containing whitespace or reserved tokens not on lines 1..3 are IOErrors naming

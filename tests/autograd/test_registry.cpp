@@ -20,14 +20,10 @@ TEST_CASE("every registered gradcheck case passes in float64") {
 }
 
 TEST_CASE("every node kind has a gradcheck case that records it") {
-  std::set<std::string> covered;
-  for (const GradcheckCase& c : gradcheck_cases())
-    for (const std::string& kind : c.run(GradcheckOptions::float64()).ops_seen) covered.insert(kind);
-  const std::vector<std::string> kinds = node_kinds();
-  REQUIRE(kinds.size() >= 20);
-  for (const std::string& kind : kinds) {
+  REQUIRE(node_kinds().size() >= 20);
+  for (const std::string& kind : node_kinds_without_case()) {
     INFO("node kind '" << kind << "' is recorded by no gradcheck case: register one next to the op");
-    CHECK(covered.count(kind) == 1);
+    CHECK(false);
   }
 }
 

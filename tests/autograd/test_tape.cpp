@@ -65,11 +65,18 @@ TEST_CASE("tape: leaf gradients accumulate across backward calls until zero_grad
 
 TEST_CASE("tape: backward releases the tape, so memory returns after each step") {
   Tensor x = leaf({1, 2}, {2});
-  Tensor y = sum(x * x);
-  std::weak_ptr<Storage> saved = x.storage();
+  Tensor y;
+  std::weak_ptr<Storage> saved;  // exp's output, which its node saves and which nothing else holds
+  {
+    const Tensor e = exp(x);
+    saved = e.storage();
+    y = sum(e * 2.0);
+  }
   CHECK(Tape::current().size() > 0);
+  CHECK_FALSE(saved.expired());  // the tape holds it for exp's backward
   backward(y);
   CHECK(Tape::current().size() == 0);
+  CHECK(saved.expired());  // released with the tape
   CHECK_THROWS_AS(backward(y), AutogradError);
   CHECK_THROWS_WITH(backward(y), Contains("already released"));
 }

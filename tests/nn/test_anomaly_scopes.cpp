@@ -63,7 +63,7 @@ TEST_CASE("anomaly scopes: a module knows the name it was registered under, a ro
     CHECK(child->name() == name);
     children.insert(name);
   }
-  CHECK(children == std::set<std::string>{"embed", "pos_embed", "dropout", "encoder", "head"});
+  CHECK(children == std::set<std::string>{"embed", "pos_embed", "dropout", "encoder", "pool", "head"});
 }
 
 TEST_CASE("anomaly scopes: every op that reads a parameter ran in the scope of that parameter's module") {

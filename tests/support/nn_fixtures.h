@@ -1,7 +1,7 @@
 #pragma once
 // Fixtures shared by the nn tests: deterministic fills that match the PyTorch oracle scripts quoted in
-// test_attention.cpp, input edits for the causality and padding tests, and a runner for registered
-// layer gradchecks.
+// test_attention.cpp and input edits for the causality and padding tests. (The registered layer
+// gradchecks run once each, in tests/nn/test_module.cpp.)
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
@@ -42,24 +42,6 @@ inline Tensor replace_positions(const Tensor& x, int64_t b, int64_t from, int64_
   for (int64_t t = from; t < to; ++t)
     for (int64_t c = 0; c < C; ++c) values[(b * T + t) * C + c] = gen.normal();
   return tensor(values, x.shape(), x.dtype());
-}
-
-/// Runs every registered gradcheck case whose name starts with one of the prefixes; returns how many ran.
-inline int run_gradchecks(const std::vector<std::string>& prefixes) {
-  int ran = 0;
-  for (const GradcheckCase& c : gradcheck_cases()) {
-    bool match = false;
-    for (const auto& prefix : prefixes) match = match || c.name.rfind(prefix, 0) == 0;
-    if (!match) continue;
-    ++ran;
-    const GradcheckResult f64 = c.run(GradcheckOptions::float64());
-    INFO(c.name << " (float64)\n" << f64.str());
-    CHECK(f64.passed);  // its own criterion |a - n| <= atol + rtol·|n| (a relative bound fails at tiny gradients)
-    const GradcheckResult f32 = c.run(GradcheckOptions::float32());
-    INFO(c.name << " (float32)\n" << f32.str());
-    CHECK(f32.passed);
-  }
-  return ran;
 }
 
 }  // namespace tapegrad::testing

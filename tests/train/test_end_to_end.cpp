@@ -153,6 +153,29 @@ TEST_CASE("train: the default model learns majority to 99 percent") {
   CHECK(eval.count == 2000);
 }
 
+TEST_CASE("checkpoints: a config.json written before the component keys loads with the built-in components") {
+  TempDir dir("tapegrad_test_e2e");
+  TrainOptions options = small_options(dir / "run");
+  options.steps = 10;
+  std::ostringstream log;
+  train(options, log);
+  const std::string config_path = options.out + "/config.json";
+  json config = json::parse(std::ifstream(config_path));
+  CHECK(config.at("norm") == "layernorm");
+  CHECK(config.at("attention") == "softmax");
+  CHECK(config.at("ffn") == "dense");
+  const LoadedModel current = load_model(options.out);
+  // As tapegrad wrote it before the norm, attention and ffn components existed.
+  for (const char* key : {"norm", "attention", "ffn"}) config.erase(key);
+  std::ofstream(config_path, std::ios::trunc) << config.dump(2) << "\n";
+  const LoadedModel old = load_model(options.out);
+  CHECK(old.options.norm == "layernorm");
+  CHECK(old.options.attention == "softmax");
+  CHECK(old.options.ffn == "dense");
+  const std::vector<std::vector<int64_t>> sequences = {{3, 4, 5, 3}, {6, 3}};
+  CHECK(tensor_bytes(classify(*old.model, sequences, 64)) == tensor_bytes(classify(*current.model, sequences, 64)));
+}
+
 TEST_CASE("train: the default model learns order to 99 percent") {
   TempDir dir("tapegrad_test_e2e");
   TrainOptions options;

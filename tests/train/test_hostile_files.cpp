@@ -341,7 +341,11 @@ TEST_CASE("hostile files: config.json") {
       cfg("dropout 1", config_with("dropout", 1.0), "dropout = 1 is outside [0, 1)"),
       cfg("zero layer_norm_eps", config_with("layer_norm_eps", 0), "layer_norm_eps = 0 must be finite and > 0"),
       cfg("pad_id outside the vocabulary", config_with("pad_id", 6), "pad_id = 6 is outside the vocabulary [0, 6)"),
-      cfg("unknown activation", config_with("activation", "swish"), "'activation': activation: unknown 'swish'"),
+      cfg("unknown activation", config_with("activation", "swish"),
+          "activation = 'swish' is not registered (registered: relu or gelu)"),
+      // A checkpoint of a program with its own components, opened by one without them.
+      cfg("unregistered norm component", config_with("norm", "rmsnorm"),
+          "norm = 'rmsnorm' is not registered (registered: layernorm)"),
       cfg("nested value", config_with("d_model", json::array({json::array({4})})), "JSON nests deeper than 2 levels"),
   });
 }

@@ -17,7 +17,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
-#include "train/plots.h"
+#include "train/attention_map.h"
 #include "train/trainer.h"
 #include "train/tsv.h"
 
@@ -29,7 +29,7 @@ namespace {
 // ---- train ----
 struct TrainFlags {
   TrainOptions options;
-  std::string task = "majority", activation = "relu", pool = "mean", positional = "learned", resume;
+  std::string task = "majority", resume;
   bool no_shuffle = false, json = false;
 };
 
@@ -64,7 +64,7 @@ void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
   if (given("--valid")) refuse({"--valid-fraction"}, "splits --data, but --valid gives the validation set");
   if (given("--init"))
     refuse({"--d-model", "--heads", "--ff", "--layers", "--context-length", "--activation", "--norm-first", "--final-norm",
-            "--pool", "--positional", "--dropout"},
+            "--pool", "--positional", "--attention", "--norm", "--ffn", "--dropout"},
            "has no effect with --init: the model is the checkpoint's");
   if (f.options.optimizer != "sgd") refuse({"--momentum"}, cat("applies to --optimizer sgd only, not ", f.options.optimizer));
   if (!given("--data") && !given("--train-size"))
@@ -72,6 +72,16 @@ void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
   for (const char* name : {"--steps", "--epochs"})
     if (given(name) && cmd.get_option(name)->as<int64_t>() <= 0)
       throw ValueError(cat(name, " must be positive, got ", cmd.get_option(name)->as<int64_t>()));
+}
+
+/// --<flag> choosing a registered component of Kind by name; the help lists every variant this program
+/// has registered (a user's program lists its own too) with what it computes.
+template <class Kind>
+void add_component_option(CLI::App* cmd, const std::string& flag, std::string& field, const std::string& what) {
+  std::string help = what + ":";
+  for (const std::string& name : nn::component_names<Kind>())
+    help += cat("\n  ", name, ": ", nn::component<Kind>(name).help);
+  cmd->add_option(flag, field, help)->check(CLI::IsMember(nn::component_names<Kind>()))->capture_default_str();
 }
 
 void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
@@ -90,11 +100,14 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   cmd->add_option("--ff", o.model.d_ff, "Feed-forward width")->capture_default_str();
   cmd->add_option("--layers", o.model.n_layers, "Encoder layers")->capture_default_str();
   cmd->add_option("--context-length", o.context_length, "Longest sequence the model accepts (0: the longest the data can produce)")->capture_default_str();
-  cmd->add_option("--activation", f.activation, "relu | gelu")->capture_default_str();
-  cmd->add_flag("--norm-first", o.model.norm_first, "Pre-LN layers (LayerNorm before attention and feed-forward)");
-  cmd->add_flag("--final-norm", o.model.final_norm, "A LayerNorm after the last encoder layer");
-  cmd->add_option("--pool", f.pool, "mean (over non-pad tokens) | cls (a prepended <cls> token)")->capture_default_str();
-  cmd->add_option("--positional", f.positional, "learned | sinusoidal")->capture_default_str();
+  add_component_option<nn::PositionalKind>(cmd, "--positional", o.model.positional, "Position information");
+  add_component_option<nn::AttentionKind>(cmd, "--attention", o.model.attention, "Self-attention of each layer");
+  add_component_option<nn::NormKind>(cmd, "--norm", o.model.norm, "Normalisation of each layer (and the final one)");
+  add_component_option<nn::FeedForwardKind>(cmd, "--ffn", o.model.ffn, "Position-wise block of each layer");
+  add_component_option<nn::ActivationKind>(cmd, "--activation", o.model.activation, "Activation of the feed-forward block");
+  add_component_option<nn::PoolKind>(cmd, "--pool", o.model.pool, "How a sequence becomes one vector");
+  cmd->add_flag("--norm-first", o.model.norm_first, "Pre-LN layers (the norm before attention and feed-forward)");
+  cmd->add_flag("--final-norm", o.model.final_norm, "A norm after the last encoder layer");
   cmd->add_option("--dropout", o.model.dropout, "Dropout probability")->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "sgd | adam | adamw")->capture_default_str();
   cmd->add_option("--lr", o.lr, "Learning rate")->capture_default_str();
@@ -131,9 +144,6 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
                        std::cerr);
     } else {
       o.task.name = f.task;
-      o.model.activation = nn::parse_activation(f.activation);
-      o.model.pool = nn::parse_pooling(f.pool);
-      o.model.positional = nn::parse_positional(f.positional);
       o.shuffle = !f.no_shuffle;
       summary = train(o, std::cerr);
     }
@@ -259,7 +269,7 @@ void add_predict(CLI::App& app, PredictFlags& f) {
       for (std::string line; std::getline(std::cin, line);)
         if (!line.empty()) texts.push_back(line);
     if (texts.empty()) throw ValueError("predict: no texts (give --text or lines on stdin)");
-    const bool cls = loaded.options.pool == nn::Pooling::cls;
+    const bool cls = nn::prepends_cls(loaded.options);
     const int64_t context = loaded.options.context_length;
     std::vector<std::vector<int64_t>> sequences;
     std::vector<bool> truncated;

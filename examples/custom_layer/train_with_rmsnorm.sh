@@ -1,0 +1,20 @@
+#!/bin/sh
+# my-tapegrad with the user's RMSNorm, from the command line: train the majority task for 100 steps,
+# resume the run until 99% validation accuracy, check config.json names the component, evaluate and
+# predict from the checkpoint, and run the gradient checks, which list the user's cases beside the
+# built-in ones.
+set -eu
+program=$1
+run=$2
+fail() { echo "train_with_rmsnorm: $*" >&2; exit 1; }
+
+"$program" train --task majority --norm rmsnorm --target-acc 0.99 --steps 100 --out "$run" --overwrite
+grep -q '"norm": "rmsnorm"' "$run/config.json" || fail "config.json does not name the rmsnorm component"
+"$program" train --resume "$run" --steps 3000 --json > "$run.json"
+grep -q '"reached_target":true' "$run.json" || fail "did not reach 99%: $(cat "$run.json")"
+"$program" eval --checkpoint "$run" --task majority --json > "$run.eval.json"
+grep -q '"accuracy":0.99' "$run.eval.json" || grep -q '"accuracy":1.0' "$run.eval.json" || fail "eval: $(cat "$run.eval.json")"
+"$program" predict --checkpoint "$run" --text "t1 t1 t1 t2" --json | grep -q '"label":"t1"' || fail "predict did not say t1"
+"$program" gradcheck --filter custom/ > "$run.gradcheck.txt"
+grep -q '^3 passed, 0 failed' "$run.gradcheck.txt" || fail "gradcheck: $(cat "$run.gradcheck.txt")"
+cat "$run.json" "$run.gradcheck.txt"
