@@ -37,10 +37,6 @@ nlohmann::json to_json(const TrainSummary& summary);
 /// (train/run_lock.h); a non-finite loss or weight stops it before anything non-finite is published.
 TrainSummary train(const TrainOptions& options, std::ostream& log);
 
-/// A run directory's trainer.json, read as hostile (a size limit, strict JSON: no key twice, bounded
-/// nesting); IOError naming the file. Its "options" are read by train_options_from_json.
-nlohmann::json read_trainer_state(const std::string& path);
-
 /// What a resumed run may change; everything else is the saved run's.
 struct ResumeOptions {
   int64_t steps = 0;   // a new total number of steps; 0: the saved total

@@ -18,6 +18,7 @@
 #include "train/evaluate.h"
 #include "train/interrupt.h"
 #include "train/plots.h"
+#include "train/run_state.h"
 #include "train/trainer.h"
 #include "train/tsv.h"
 
