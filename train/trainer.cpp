@@ -7,6 +7,8 @@
 #include <limits>
 #include <optional>
 #include <ostream>
+#include <tuple>
+#include <utility>
 
 #include "autograd/autograd.h"
 #include "optim/adam.h"
@@ -51,6 +53,23 @@ void fit_model_to_data(TrainOptions& o, const TrainingData& data) {
   o.model.num_classes = static_cast<int64_t>(data.labels.size());
   o.model.context_length = o.context_length;
   o.model.pad_id = Vocab::kPad;
+}
+
+/// run.model from `build`, refused unless it agrees with the data; its own options become the run's, so that
+/// trainer.json and config.json record what was built.
+void build_model(Run& run, const ModelBuilder& build, Generator& init) {
+  if (!build) throw ValueError("no model builder given");
+  run.model = build(run.options.model, init, run.dropout_rng);
+  if (!run.model) throw ValueError("the model builder returned no model");
+  const nn::ClassifierOptions& built = run.model->options();
+  const nn::ClassifierOptions& data = run.options.model;
+  for (auto [name, has, needs] : {std::tuple{"vocab_size", built.vocab_size, data.vocab_size},
+                                  {"num_classes", built.num_classes, data.num_classes},
+                                  {"context_length", built.context_length, data.context_length}})
+    if (has != needs)
+      throw ValueError(cat("the model builder built a model with ", name, " = ", has, ", but the data needs ", name,
+                           " = ", needs));
+  run.options.model = built;
 }
 
 void setup_training(Run& run) {
@@ -241,7 +260,14 @@ json to_json(const TrainSummary& s) {
           {"out", s.out}};
 }
 
-TrainSummary train(const TrainOptions& options, std::ostream& log) {
+std::unique_ptr<nn::SequenceClassifier> build_classifier(const nn::ClassifierOptions& options, Generator& init,
+                                                         std::shared_ptr<Generator> dropout_rng) {
+  return std::make_unique<nn::SequenceClassifier>(options, init, std::move(dropout_rng));
+}
+
+TrainSummary train(const TrainOptions& options, std::ostream& log) { return train(options, log, build_classifier); }
+
+TrainSummary train(const TrainOptions& options, std::ostream& log, const ModelBuilder& build) {
   validate(options);
   Run run;
   run.options = options;
@@ -262,7 +288,8 @@ TrainSummary train(const TrainOptions& options, std::ostream& log) {
                          run.data.labels.size(), "); fine-tuning needs the same label set"));
   Generator init_gen(run.options.seed);
   run.dropout_rng = std::make_shared<Generator>(run.options.seed ^ kDropoutStream);
-  run.model = std::make_unique<nn::SequenceClassifier>(run.options.model, init_gen, run.dropout_rng);
+  build_model(run, build, init_gen);
+  check_memory(run.options);  // again: a builder may build a larger model than the options describe
   if (init) run.model->load_state_dict(init->model->state_dict());
   setup_training(run);
   // The lock before anything in --out is written or removed, and before the check below, so that a second
@@ -282,6 +309,10 @@ TrainSummary train(const TrainOptions& options, std::ostream& log) {
 }
 
 TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log) {
+  return resume(dir, options, log, build_classifier);
+}
+
+TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log, const ModelBuilder& build) {
   if (options.steps < 0) throw ValueError(cat("--steps must be positive, got ", options.steps));
   const std::string state_path = dir + "/trainer.json";
   std::error_code ec;
@@ -324,9 +355,9 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
     };
     require_same_examples("fingerprint", run.options.data);
     require_same_examples("valid_fingerprint", run.options.valid);
-    run.dropout_rng = std::make_shared<Generator>(0);
-    Generator unused(0);
-    run.model = std::make_unique<nn::SequenceClassifier>(run.options.model, unused, run.dropout_rng);
+    run.dropout_rng = std::make_shared<Generator>(0);  // its state is restored below
+    Generator unused(0);  // the saved weights replace the initial ones
+    build_model(run, build, unused);
     run.model->load_state_dict(saved.model->state_dict());
     setup_training(run);
     load_optimizer_state(*run.optimizer, dir + "/optimizer.safetensors");
