@@ -41,7 +41,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const nn
   if (o.optimizer == "sgd") return std::make_unique<optim::SGD>(params, optim::SgdOptions{o.lr, o.momentum, 0, false, o.weight_decay});
   if (o.optimizer == "adam") return std::make_unique<optim::Adam>(params, optim::AdamOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
   if (o.optimizer == "adamw") return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
-  throw ValueError(cat("--optimizer: '", o.optimizer, "' is not one of sgd, adam, adamw"));
+  throw ValueError(cat(option_field_name("optimizer"), ": '", o.optimizer, "' is not one of sgd, adam, adamw"));
 }
 
 /// Fills in what the model takes from the data: vocab_size, num_classes, and context_length (when 0: the

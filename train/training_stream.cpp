@@ -102,12 +102,10 @@ TrainingData load_training_data(const TrainOptions& o, const Vocab* fixed_vocab)
     d.labels = probe.labels();
     d.vocab = fixed_vocab ? *fixed_vocab : Vocab::build(probe.all_words());
     d.valid = validation_set(o.task, o.seed);
-    if (o.train_size > 0) {
+    if (o.train_size > 0)  // epochs on a fresh stream are validate()'s to refuse
       d.stream = std::make_unique<TrainingStream>(TaskStream(o.task, o.seed).take(o.train_size), o.shuffle, o.seed);
-    } else {
-      if (o.epochs > 0) throw ValueError("--epochs needs a fixed training set: give --data or --train-size");
+    else
       d.stream = std::make_unique<TrainingStream>(o.task, o.seed);
-    }
     d.longest = o.task.max_len;
   } else {
     std::vector<Example> train = read_tsv(o.data).examples;

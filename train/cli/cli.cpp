@@ -75,6 +75,24 @@ void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
       throw ValueError(cat(name, " must be positive, got ", cmd.get_option(name)->as<int64_t>()));
 }
 
+/// The flag that sets a TrainOptions field ("model.d_ff" -> "--ff"): validate()'s names on the command line.
+std::string flag_for(std::string_view field) {
+  if (field == "model.n_heads") return "--heads";
+  if (field == "model.d_ff") return "--ff";
+  if (field == "model.n_layers") return "--layers";
+  std::string flag = cat("--", field.substr(field.starts_with("model.") ? 6 : 0));  // model.d_model -> --d-model
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+/// The flags' values, by the library's rules but in the flags' names, before the library is called (whose
+/// own messages name TrainOptions fields).
+void check_flag_values(const TrainFlags& f) {
+  TrainOptions o = f.options;
+  o.task.name = f.task;  // a task's messages name it
+  validate(o, flag_for);
+}
+
 void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   TrainOptions& o = f.options;
   auto* cmd = app.add_subcommand("train", "Train a transformer encoder classifier on a built-in task or a TSV file");
@@ -123,6 +141,7 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
                 "Check every op for NaN and Inf and name the first that makes one, with its shapes and place in the model (slower)");
   cmd->callback([&f, program, cmd] {
     refuse_flags_without_effect(*cmd, f);
+    if (f.resume.empty()) check_flag_values(f);  // a resumed run's options are the saved ones, checked on loading
     TrainOptions& o = f.options;
     TrainSummary summary;
     if (!f.resume.empty()) {
