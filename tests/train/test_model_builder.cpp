@@ -3,41 +3,20 @@
 // data is refused before anything is written.
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
+#include "support/cli.h"
+#include "support/small_run.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace tapegrad;
+using testing::read_file;
+using testing::small_options;
 using testing::TempDir;
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-namespace {
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-TrainOptions small_options(const std::string& out) {
-  TrainOptions o;
-  o.task = {"majority", 6, 4, 12};
-  o.model.d_model = 16;
-  o.model.n_heads = 2;
-  o.model.d_ff = 32;
-  o.batch_size = 16;
-  o.eval_every = 10;
-  o.threads = 1;
-  o.out = out;
-  return o;
-}
-
-}  // namespace
 
 TEST_CASE("model builder: the built model's options are what the checkpoints say, and resume rebuilds through it") {
   TempDir dir("tapegrad_test_builder");
@@ -61,8 +40,8 @@ TEST_CASE("model builder: the built model's options are what the checkpoints say
   CHECK(given[0].context_length == 12);
 
   const std::string straight = options.out;
-  CHECK(json::parse(read_file(fs::path(straight) / "config.json")).at("norm_first") == true);
-  CHECK(json::parse(read_file(fs::path(straight) / "trainer.json")).at("options").at("model").at("norm_first") == true);
+  CHECK(json::parse(read_file(straight + "/config.json")).at("norm_first") == true);
+  CHECK(json::parse(read_file(straight + "/trainer.json")).at("options").at("model").at("norm_first") == true);
   CHECK(load_model(straight).options.norm_first);  // what eval and predict rebuild
 
   // Half the steps, then resume through the same builder: the same weights as the straight run.
@@ -73,7 +52,7 @@ TEST_CASE("model builder: the built model's options are what the checkpoints say
   INFO(log.str());
   REQUIRE(calls == 3);
   CHECK(given[2].norm_first);  // resume hands the builder the saved (built) options
-  CHECK(read_file(fs::path(options.out) / "model.safetensors") == read_file(fs::path(straight) / "model.safetensors"));
+  CHECK(read_file(options.out + "/model.safetensors") == read_file(straight + "/model.safetensors"));
 }
 
 TEST_CASE("model builder: a model that disagrees with the data is refused, naming both numbers") {
