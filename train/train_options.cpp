@@ -20,54 +20,59 @@ constexpr int64_t kMaxWidth = int64_t{1} << 20;
 constexpr int64_t kMaxLayers = 1024;
 constexpr int kMaxThreads = 1024;
 
-void require(bool ok, const char* flag, const std::string& rule, const auto& value) {
-  if (!ok) throw ValueError(cat(flag, " must be ", rule, ", got ", value));
-}
-
 }  // namespace
 
-void validate(const TrainOptions& o) {
+std::string option_field_name(std::string_view field) { return cat("TrainOptions.", field); }
+
+void validate(const TrainOptions& o, const OptionNames& name) {
+  const auto require = [&name](bool ok, std::string_view field, const std::string& rule, const auto& value) {
+    if (!ok) throw ValueError(cat(name(field), " must be ", rule, ", got ", value));
+  };
   // Comparisons are written so that NaN fails them.
-  require(std::isfinite(o.lr) && o.lr >= 0, "--lr", "a finite number >= 0", o.lr);  // 0 as in PyTorch: a frozen run
-  require(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "--weight-decay", "a finite number >= 0", o.weight_decay);
-  require(std::isfinite(o.momentum) && o.momentum >= 0 && o.momentum < 1, "--momentum", "in [0, 1)", o.momentum);
-  require(std::isfinite(o.clip_grad) && o.clip_grad >= 0, "--clip-grad", "a finite number >= 0 (0: off)", o.clip_grad);
-  require(o.target_acc >= 0 && o.target_acc <= 1, "--target-acc", "a fraction in [0, 1] (0: never stop early)", o.target_acc);
-  require(o.model.dropout >= 0 && o.model.dropout < 1, "--dropout", "in [0, 1)", o.model.dropout);
-  require(o.batch_size > 0, "--batch-size", "positive", o.batch_size);
-  require(o.steps >= 0, "--steps", "positive", o.steps);
-  require(o.epochs >= 0, "--epochs", "positive", o.epochs);
-  require(o.warmup >= 0, "--warmup", ">= 0", o.warmup);
-  require(o.eval_every > 0, "--eval-every", "positive", o.eval_every);
-  require(o.log_every > 0, "--log-every", "positive", o.log_every);
-  require(o.threads >= 0 && o.threads <= kMaxThreads, "--threads", cat("in [0, ", kMaxThreads, "] (0: every core)"), o.threads);
-  require(o.train_size >= 0, "--train-size", ">= 0 (0: fresh examples every batch)", o.train_size);
-  require(o.context_length >= 0 && o.context_length <= kMaxLength, "--context-length",
+  require(std::isfinite(o.lr) && o.lr >= 0, "lr", "a finite number >= 0", o.lr);  // 0 as in PyTorch: a frozen run
+  require(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "weight_decay", "a finite number >= 0", o.weight_decay);
+  require(std::isfinite(o.momentum) && o.momentum >= 0 && o.momentum < 1, "momentum", "in [0, 1)", o.momentum);
+  require(std::isfinite(o.clip_grad) && o.clip_grad >= 0, "clip_grad", "a finite number >= 0 (0: off)", o.clip_grad);
+  require(o.target_acc >= 0 && o.target_acc <= 1, "target_acc", "a fraction in [0, 1] (0: never stop early)", o.target_acc);
+  require(o.model.dropout >= 0 && o.model.dropout < 1, "model.dropout", "in [0, 1)", o.model.dropout);
+  require(o.batch_size > 0, "batch_size", "positive", o.batch_size);
+  require(o.steps >= 0, "steps", "positive", o.steps);
+  require(o.epochs >= 0, "epochs", "positive", o.epochs);
+  require(o.warmup >= 0, "warmup", ">= 0", o.warmup);
+  require(o.eval_every > 0, "eval_every", "positive", o.eval_every);
+  require(o.log_every > 0, "log_every", "positive", o.log_every);
+  require(o.threads >= 0 && o.threads <= kMaxThreads, "threads", cat("in [0, ", kMaxThreads, "] (0: every core)"), o.threads);
+  require(o.train_size >= 0, "train_size", ">= 0 (0: fresh examples every batch)", o.train_size);
+  require(o.context_length >= 0 && o.context_length <= kMaxLength, "context_length",
           cat("in [0, ", kMaxLength, "] (0: from the data)"), o.context_length);
-  if (o.steps > 0 && o.epochs > 0) throw ValueError("give --steps or --epochs, not both");
+  if (o.steps > 0 && o.epochs > 0) throw ValueError(cat("give ", name("steps"), " or ", name("epochs"), ", not both"));
+  if (o.epochs > 0 && o.data.empty() && o.train_size == 0)
+    throw ValueError(cat(name("epochs"), " needs a fixed training set: give ", name("data"), " or ", name("train_size")));
   if (o.init.empty()) {  // with --init the model's shape is the checkpoint's
-    require(o.model.d_model > 0 && o.model.d_model <= kMaxWidth, "--d-model", cat("in [1, ", kMaxWidth, "]"), o.model.d_model);
-    require(o.model.n_heads > 0 && o.model.n_heads <= o.model.d_model, "--heads", cat("in [1, --d-model = ", o.model.d_model, "]"),
-            o.model.n_heads);
+    require(o.model.d_model > 0 && o.model.d_model <= kMaxWidth, "model.d_model", cat("in [1, ", kMaxWidth, "]"),
+            o.model.d_model);
+    require(o.model.n_heads > 0 && o.model.n_heads <= o.model.d_model, "model.n_heads",
+            cat("in [1, ", name("model.d_model"), " = ", o.model.d_model, "]"), o.model.n_heads);
     if (o.model.d_model % o.model.n_heads != 0)
-      throw ValueError(cat("--d-model ", o.model.d_model, " is not divisible by --heads ", o.model.n_heads,
-                           ": each head gets d_model / heads dimensions"));
-    require(o.model.d_ff > 0 && o.model.d_ff <= kMaxWidth, "--ff", cat("in [1, ", kMaxWidth, "]"), o.model.d_ff);
-    require(o.model.n_layers >= 0 && o.model.n_layers <= kMaxLayers, "--layers", cat("in [0, ", kMaxLayers, "]"), o.model.n_layers);
+      throw ValueError(cat(name("model.d_model"), " ", o.model.d_model, " is not divisible by ", name("model.n_heads"), " ",
+                           o.model.n_heads, ": each head gets d_model / heads dimensions"));
+    require(o.model.d_ff > 0 && o.model.d_ff <= kMaxWidth, "model.d_ff", cat("in [1, ", kMaxWidth, "]"), o.model.d_ff);
+    require(o.model.n_layers >= 0 && o.model.n_layers <= kMaxLayers, "model.n_layers", cat("in [0, ", kMaxLayers, "]"),
+            o.model.n_layers);
   }
   if (!o.data.empty()) {
     if (o.valid.empty())
-      require(o.valid_fraction > 0 && o.valid_fraction < 1, "--valid-fraction", "in (0, 1) (the share of --data held out)",
-              o.valid_fraction);
+      require(o.valid_fraction > 0 && o.valid_fraction < 1, "valid_fraction",
+              cat("in (0, 1) (the share of ", name("data"), " held out)"), o.valid_fraction);
   } else {
     validate_task(o.task);
   }
   if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw")
-    throw ValueError(cat("--optimizer: '", o.optimizer, "' is not one of sgd, adam, adamw"));
+    throw ValueError(cat(name("optimizer"), ": '", o.optimizer, "' is not one of sgd, adam, adamw"));
   optim::parse_schedule(o.schedule);  // a ValueError naming the choices
   std::error_code ec;
   if (std::filesystem::exists(o.out, ec) && !std::filesystem::is_directory(o.out, ec))
-    throw ValueError(cat("--out ", o.out, " is a file, not a run directory"));
+    throw ValueError(cat(name("out"), " ", o.out, " is a file, not a run directory"));
 }
 
 json to_json(const TrainOptions& o) {
