@@ -19,17 +19,19 @@ Tensor GELU::forward(const Tensor& x) const {
 
 namespace {
 
-const bool registered =
-    register_component<ActivationKind>({.name = "relu",
-                                        .help = "max(x, 0)",
-                                        .apply = [](const Tensor& x) { return relu(x); },
-                                        // the bias and the max folded into the product's output pass
-                                        .linear = [](const Tensor& x, const Tensor& w,
-                                                     const Tensor& b) { return linear_relu(x, w, b); }}) &&
-    register_component<ActivationKind>(
-        {.name = "gelu", .help = "x·Φ(x), exact erf form (PyTorch's default)", .apply = [](const Tensor& x) {
-           return gelu(x);
-         }});
+// One initialiser runs every registration of this file when the library loads.
+const bool registered = [] {
+  register_component<ActivationKind>(
+      {.name = "relu",
+       .help = "max(x, 0)",
+       .apply = [](const Tensor& x) { return relu(x); },
+       // the bias and the max folded into the product's output pass
+       .linear = [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear_relu(x, w, b); }});
+  register_component<ActivationKind>({.name = "gelu",
+                                      .help = "x·Φ(x), exact erf form (PyTorch's default)",
+                                      .apply = [](const Tensor& x) { return gelu(x); }});
+  return true;
+}();
 
 }  // namespace
 

@@ -13,10 +13,10 @@
 #include "autograd/ops/matmul.h"
 #include "autograd/ops/softmax.h"
 #include "autograd/ops/views.h"
-#include "nn/encoder.h"
-#include "nn/module_gradcheck.h"
 #include "autograd/tape.h"
+#include "nn/encoder.h"
 #include "nn/init.h"
+#include "nn/module_gradcheck.h"
 
 namespace tapegrad::nn {
 
@@ -231,32 +231,36 @@ GradcheckCase mha_case(std::string name, MultiHeadAttentionOptions options, Shap
       211);
 }
 
-const bool registered =
-    register_component<AttentionKind>(
-        {.name = "softmax",
-         .help = "multi-head softmax(q kᵀ / √D) v (PyTorch's nn.MultiheadAttention)",
-         .make = [](const EncoderLayerOptions& o, Generator& init,
-                    std::shared_ptr<Generator> dropout_rng) -> std::unique_ptr<SelfAttention> {
-           return std::make_unique<MultiHeadAttention>(MultiHeadAttentionOptions{o.d_model, o.n_heads, true, o.dropout},
-                                                       init, std::move(dropout_rng));
-         },
-         // in_proj 3C·C + 3C, out_proj C·C + C
-         .parameter_count = [](const EncoderLayerOptions& o) { return 4 * o.d_model * o.d_model + 4 * o.d_model; }}) &&
-    register_gradchecks({
-    op_case("nn/sdpa/causal-key-padding", {{{2, 2, 4, 3}}, {{2, 2, 4, 3}}, {{2, 2, 4, 3}}},
-            [](const std::vector<Tensor>& in) {
-              return scaled_dot_product_attention(in[0], in[1], in[2], causal_mask(4), padding_mask_2x4()).output;
-            }),
-    // Cross shapes (T_q 3, T_k 5, D_v 2) and an additive float mask, which is itself differentiated.
-    op_case(
-        "nn/sdpa/cross-float-mask", {{{2, 3, 4}}, {{2, 5, 4}}, {{2, 5, 2}}, {{3, 5}}},
-        [](const std::vector<Tensor>& in) { return scaled_dot_product_attention(in[0], in[1], in[2], in[3]).output; }),
-    mha_case("nn/multi_head_attention/self-masked", {6, 2}, {2, 4, 6}, {}, false, causal_mask(4), padding_mask_2x4()),
-    mha_case("nn/multi_head_attention/cross", {6, 3}, {2, 3, 6}, {2, 5, 6}, false, {},
-             mask({0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {2, 5})),
-    mha_case("nn/multi_head_attention/cross-distinct-kv-no-bias", {4, 2, false}, {2, 2, 4}, {2, 3, 4}, true,
-             mask({0, 0, 1, 0, 0, 0}, {2, 3}), {}),
-    });
+// One initialiser runs every registration of this file when the library loads.
+const bool registered = [] {
+  register_component<AttentionKind>(
+      {.name = "softmax",
+       .help = "multi-head softmax(q kᵀ / √D) v (PyTorch's nn.MultiheadAttention)",
+       .make = [](const EncoderLayerOptions& o, Generator& init,
+                  std::shared_ptr<Generator> dropout_rng) -> std::unique_ptr<SelfAttention> {
+         return std::make_unique<MultiHeadAttention>(MultiHeadAttentionOptions{o.d_model, o.n_heads, true, o.dropout},
+                                                     init, std::move(dropout_rng));
+       },
+       // in_proj 3C·C + 3C, out_proj C·C + C
+       .parameter_count = [](const EncoderLayerOptions& o) { return 4 * o.d_model * o.d_model + 4 * o.d_model; }});
+  register_gradchecks({
+      op_case("nn/sdpa/causal-key-padding", {{{2, 2, 4, 3}}, {{2, 2, 4, 3}}, {{2, 2, 4, 3}}},
+              [](const std::vector<Tensor>& in) {
+                return scaled_dot_product_attention(in[0], in[1], in[2], causal_mask(4), padding_mask_2x4()).output;
+              }),
+      // Cross shapes (T_q 3, T_k 5, D_v 2) and an additive float mask, which is itself differentiated.
+      op_case("nn/sdpa/cross-float-mask", {{{2, 3, 4}}, {{2, 5, 4}}, {{2, 5, 2}}, {{3, 5}}},
+              [](const std::vector<Tensor>& in) {
+                return scaled_dot_product_attention(in[0], in[1], in[2], in[3]).output;
+              }),
+      mha_case("nn/multi_head_attention/self-masked", {6, 2}, {2, 4, 6}, {}, false, causal_mask(4), padding_mask_2x4()),
+      mha_case("nn/multi_head_attention/cross", {6, 3}, {2, 3, 6}, {2, 5, 6}, false, {},
+               mask({0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {2, 5})),
+      mha_case("nn/multi_head_attention/cross-distinct-kv-no-bias", {4, 2, false}, {2, 2, 4}, {2, 3, 4}, true,
+               mask({0, 0, 1, 0, 0, 0}, {2, 3}), {}),
+  });
+  return true;
+}();
 
 }  // namespace
 

@@ -45,8 +45,8 @@ template <class Kind>
 void check_registered(const std::string& name, const std::string& context) {
   const std::vector<std::string> names = component_names<Kind>();
   if (std::find(names.begin(), names.end(), name) == names.end())
-    throw ValueError(cat(context, ": ", Kind::kName, " = '", name, "' is not registered (registered: ",
-                         component_choices<Kind>(), ")"));
+    throw ValueError(cat(context, ": ", Kind::kName, " = '", name,
+                         "' is not registered (registered: ", component_choices<Kind>(), ")"));
 }
 
 }  // namespace
@@ -55,10 +55,8 @@ void validate(const ClassifierOptions& o, const std::string& context) {
   const auto fail = [&](const char* field, auto value, const std::string& what) {
     return ValueError(cat(context, ": ", field, " = ", value, " ", what));
   };
-  const std::pair<const char*, int64_t> sizes[] = {{"vocab_size", o.vocab_size},
-                                                   {"d_model", o.d_model},
-                                                   {"d_ff", o.d_ff},
-                                                   {"context_length", o.context_length}};
+  const std::pair<const char*, int64_t> sizes[] = {
+      {"vocab_size", o.vocab_size}, {"d_model", o.d_model}, {"d_ff", o.d_ff}, {"context_length", o.context_length}};
   for (const auto& [field, value] : sizes)
     if (value < 1 || value > kMaxClassifierSize)
       throw fail(field, value, cat("is outside [1, ", kMaxClassifierSize, "]"));
@@ -121,7 +119,7 @@ Tensor SequenceClassifier::encode(const Tensor& ids, const Tensor& key_padding_m
       (key_padding_mask.dtype() != DType::boolean || !(key_padding_mask.shape() == ids.shape())))
     throw ShapeError(cat("SequenceClassifier: key_padding_mask ", key_padding_mask.shape(), " ",
                          dtype_name(key_padding_mask.dtype()), " must be bool of the ids' shape ", ids.shape()));
-  const Tensor tokens = embed_->forward(ids);  // (B, T, C)
+  const Tensor tokens = embed_->forward(ids);                               // (B, T, C)
   const Tensor positions = pos_embed_->forward(T, embed_->weight.dtype());  // (T, C)
   const Tensor x = dropout_->forward(tokens + positions);
   return encoder_->forward(x, {}, key_padding_mask, attention_weights);
@@ -149,8 +147,9 @@ GradcheckCase classifier_case(std::string name, ClassifierOptions options, std::
   const Tensor id_tensor = ids(token_ids, {2, static_cast<int64_t>(token_ids.size() / 2)});
   const Tensor padding = mask(pads, id_tensor.shape());
   return module_case<SequenceClassifier>(
-      std::move(name), [options](Generator& init) { return std::make_unique<SequenceClassifier>(options, init, nullptr); },
-      {}, [id_tensor, padding](const SequenceClassifier& model, const std::vector<Tensor>&) {
+      std::move(name),
+      [options](Generator& init) { return std::make_unique<SequenceClassifier>(options, init, nullptr); }, {},
+      [id_tensor, padding](const SequenceClassifier& model, const std::vector<Tensor>&) {
         return model.forward(id_tensor, padding);
       },
       401);

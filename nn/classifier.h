@@ -39,7 +39,7 @@ struct ClassifierOptions {
   bool norm_first = false;
   double layer_norm_eps = 1e-5;
   bool final_norm = false;  // a norm after the last layer (encoder.norm); usual with norm_first
-  int64_t pad_id = 0;  // the embedding row that stays zero and gets no gradient; -1 for none
+  int64_t pad_id = 0;       // the embedding row that stays zero and gets no gradient; -1 for none
   // Registered components (nn/components.h) by name.
   std::string positional = "learned";
   std::string attention = "softmax";

@@ -39,18 +39,20 @@ void check_variant(const std::string& what, const ClassifierOptions& options, st
     model.to(DType::float64);
     model.eval();
     if (const int64_t counted = parameter_count(options); counted != model.parameter_count())
-      problems.push_back(cat(what, ": parameter_count says ", counted, " parameters, the built model has ",
-                             model.parameter_count()));
+      problems.push_back(
+          cat(what, ": parameter_count says ", counted, " parameters, the built model has ", model.parameter_count()));
     std::set<std::string> unchecked;
     find_unchecked(model, unchecked);
     for (const std::string& type : unchecked)
       problems.push_back(cat(what, ": ", type, " holds parameters but has no gradcheck case (nn::module_case)"));
-    const Tensor first = prepends_cls(options) ? ids({2, 3, 4, 5, 2, 6, 1, 0}, {2, 4}) : ids({3, 4, 5, 6, 6, 1, 0, 0}, {2, 4});
+    const Tensor first =
+        prepends_cls(options) ? ids({2, 3, 4, 5, 2, 6, 1, 0}, {2, 4}) : ids({3, 4, 5, 6, 6, 1, 0, 0}, {2, 4});
     const Tensor logits = model.forward(first, mask({0, 0, 0, 0, 0, 0, 1, 1}, {2, 4}));
     bool finite = true;
     for (double v : logits.to_vector()) finite = finite && std::isfinite(v);
     if (!(logits.shape() == Shape{2, 3}) || !finite)
-      problems.push_back(cat(what, ": logits ", logits.shape(), finite ? "" : " not finite", ", expected finite [2,3]"));
+      problems.push_back(
+          cat(what, ": logits ", logits.shape(), finite ? "" : " not finite", ", expected finite [2,3]"));
   } catch (const std::exception& e) {
     problems.push_back(cat(what, ": ", e.what()));
   }

@@ -20,8 +20,10 @@ std::deque<typename Kind::Entry>& entries() {
 
 template <class Entry>
 bool complete(const Entry& e) {
-  if constexpr (requires { e.apply; }) return static_cast<bool>(e.apply);
-  else return e.make && e.parameter_count;
+  if constexpr (requires { e.apply; })
+    return static_cast<bool>(e.apply);
+  else
+    return e.make && e.parameter_count;
 }
 
 }  // namespace
@@ -30,8 +32,9 @@ template <class Kind>
 bool register_component(typename Kind::Entry entry) {
   if (entry.name.empty()) throw ValueError(cat("register_component: a ", Kind::kName, " needs a name"));
   if (!complete(entry))
-    throw ValueError(cat("register_component: ", Kind::kName, " '", entry.name, "' lacks ",
-                         requires { entry.apply; } ? "apply" : "make or parameter_count"));
+    throw ValueError(cat(
+        "register_component: ", Kind::kName, " '", entry.name, "' lacks ",
+        requires { entry.apply; } ? "apply" : "make or parameter_count"));
   auto& all = entries<Kind>();
   if (std::any_of(all.begin(), all.end(), [&](const auto& e) { return e.name == entry.name; }))
     throw ValueError(cat("register_component: ", Kind::kName, " '", entry.name, "' is registered twice"));
@@ -57,15 +60,14 @@ template <class Kind>
 std::string component_choices() {
   const std::vector<std::string> names = component_names<Kind>();
   std::string text;
-  for (size_t i = 0; i < names.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  for (size_t i = 0; i < names.size(); ++i) text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
   return text.empty() ? "none" : text;
 }
 
-#define TAPEGRAD_COMPONENT_KIND(Kind)                                                  \
-  template bool register_component<Kind>(Kind::Entry);                                 \
-  template const Kind::Entry& component<Kind>(const std::string&);                     \
-  template std::vector<std::string> component_names<Kind>();                           \
+#define TAPEGRAD_COMPONENT_KIND(Kind)                              \
+  template bool register_component<Kind>(Kind::Entry);             \
+  template const Kind::Entry& component<Kind>(const std::string&); \
+  template std::vector<std::string> component_names<Kind>();       \
   template std::string component_choices<Kind>();
 TAPEGRAD_COMPONENT_KIND(PositionalKind)
 TAPEGRAD_COMPONENT_KIND(AttentionKind)

@@ -85,49 +85,49 @@ class Pooling : public Module {
 struct PositionalKind {
   static constexpr const char* kName = "positional";
   struct Entry {
-    std::string name, help;
-    std::function<std::unique_ptr<PositionalEncoding>(const ClassifierOptions&, Generator& init)> make;
-    std::function<int64_t(const ClassifierOptions&)> parameter_count;
+    std::string name = {}, help = {};
+    std::function<std::unique_ptr<PositionalEncoding>(const ClassifierOptions&, Generator& init)> make = {};
+    std::function<int64_t(const ClassifierOptions&)> parameter_count = {};
   };
 };
 
 struct AttentionKind {
   static constexpr const char* kName = "attention";
   struct Entry {
-    std::string name, help;
+    std::string name = {}, help = {};
     std::function<std::unique_ptr<SelfAttention>(const EncoderLayerOptions&, Generator& init,
                                                  std::shared_ptr<Generator> dropout_rng)>
         make;
-    std::function<int64_t(const EncoderLayerOptions&)> parameter_count;
+    std::function<int64_t(const EncoderLayerOptions&)> parameter_count = {};
   };
 };
 
 struct NormKind {
   static constexpr const char* kName = "norm";
   struct Entry {
-    std::string name, help;
-    std::function<std::unique_ptr<Norm>(int64_t dim, double eps, Generator& init)> make;
-    std::function<int64_t(int64_t dim)> parameter_count;
+    std::string name = {}, help = {};
+    std::function<std::unique_ptr<Norm>(int64_t dim, double eps, Generator& init)> make = {};
+    std::function<int64_t(int64_t dim)> parameter_count = {};
   };
 };
 
 struct FeedForwardKind {
   static constexpr const char* kName = "ffn";
   struct Entry {
-    std::string name, help;
+    std::string name = {}, help = {};
     std::function<std::unique_ptr<FeedForwardBlock>(const EncoderLayerOptions&, Generator& init,
                                                     std::shared_ptr<Generator> dropout_rng)>
         make;
-    std::function<int64_t(const EncoderLayerOptions&)> parameter_count;
+    std::function<int64_t(const EncoderLayerOptions&)> parameter_count = {};
   };
 };
 
 struct PoolKind {
   static constexpr const char* kName = "pool";
   struct Entry {
-    std::string name, help;
-    std::function<std::unique_ptr<Pooling>(const ClassifierOptions&, Generator& init)> make;
-    std::function<int64_t(const ClassifierOptions&)> parameter_count;
+    std::string name = {}, help = {};
+    std::function<std::unique_ptr<Pooling>(const ClassifierOptions&, Generator& init)> make = {};
+    std::function<int64_t(const ClassifierOptions&)> parameter_count = {};
     bool prepends_cls = false;  // the data gets a <cls> token first (the pooled position of "cls")
   };
 };
@@ -135,8 +135,8 @@ struct PoolKind {
 struct ActivationKind {
   static constexpr const char* kName = "activation";
   struct Entry {
-    std::string name, help;
-    std::function<Tensor(const Tensor&)> apply;  // x: any -> same
+    std::string name = {}, help = {};
+    std::function<Tensor(const Tensor&)> apply = {};  // x: any -> same
     // Optional: activation(x Wᵀ + b) in one fused op (relu: linear_relu), bit-identical to the two.
     std::function<Tensor(const Tensor& x, const Tensor& weight, const Tensor& bias)> linear = {};
   };

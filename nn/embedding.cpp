@@ -2,9 +2,9 @@
 
 #include "autograd/ops/indexing.h"
 #include "autograd/ops/views.h"
-#include "nn/module_gradcheck.h"
 #include "autograd/tape.h"
 #include "nn/init.h"
+#include "nn/module_gradcheck.h"
 
 namespace tapegrad::nn {
 

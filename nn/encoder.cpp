@@ -18,7 +18,8 @@ TransformerEncoderLayer::TransformerEncoderLayer(const EncoderLayerOptions& opti
   // Registered in PyTorch's order, so named_parameters() and the state dictionary list the same names in
   // the same order. The attention dropout is the layer's dropout, as in PyTorch.
   const NormKind::Entry& norm = component<NormKind>(options.norm);
-  self_attn_ = &register_module("self_attn", component<AttentionKind>(options.attention).make(options, gen, dropout_rng));
+  self_attn_ =
+      &register_module("self_attn", component<AttentionKind>(options.attention).make(options, gen, dropout_rng));
   feed_forward_ = &register_inline(component<FeedForwardKind>(options.ffn).make(options, gen, dropout_rng));
   norm1_ = &register_module("norm1", norm.make(options.d_model, options.layer_norm_eps, gen));
   norm2_ = &register_module("norm2", norm.make(options.d_model, options.layer_norm_eps, gen));
@@ -63,7 +64,8 @@ TransformerEncoder::TransformerEncoder(int64_t n_layers, const EncoderLayerOptio
   for (int64_t i = 0; i < n_layers; ++i)
     layers_->append(std::make_unique<TransformerEncoderLayer>(options, gen, dropout_rng));
   if (final_norm)
-    norm_ = &register_module("norm", component<NormKind>(options.norm).make(options.d_model, options.layer_norm_eps, gen));
+    norm_ =
+        &register_module("norm", component<NormKind>(options.norm).make(options.d_model, options.layer_norm_eps, gen));
 }
 
 Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
@@ -90,7 +92,8 @@ Tensor trailing_padding() { return mask({0, 0, 0, 1, 0, 0, 1, 1}, {2, 4}); }
 
 GradcheckCase layer_case(std::string name, EncoderLayerOptions options) {
   return module_case<TransformerEncoderLayer>(
-      std::move(name), [options](Generator& gen) { return std::make_unique<TransformerEncoderLayer>(options, gen, nullptr); },
+      std::move(name),
+      [options](Generator& gen) { return std::make_unique<TransformerEncoderLayer>(options, gen, nullptr); },
       {{"x", {2, 4, options.d_model}}},
       [](const TransformerEncoderLayer& layer, const std::vector<Tensor>& x) {
         return layer.forward(x[0], {}, leading_padding());

@@ -17,12 +17,12 @@
 namespace tapegrad::nn {
 
 struct EncoderLayerOptions {
-  int64_t d_model;       // C
-  int64_t n_heads;       // H: must divide d_model
-  int64_t d_ff = 2048;   // F: width of the feed-forward block (PyTorch's dim_feedforward)
-  double dropout = 0.1;  // attention probabilities, feed-forward hidden, both residual branches
+  int64_t d_model;                  // C
+  int64_t n_heads;                  // H: must divide d_model
+  int64_t d_ff = 2048;              // F: width of the feed-forward block (PyTorch's dim_feedforward)
+  double dropout = 0.1;             // attention probabilities, feed-forward hidden, both residual branches
   std::string activation = "relu";  // of the feed-forward block
-  bool norm_first = false;  // false: post-LN (the original Transformer, PyTorch's default); true: pre-LN
+  bool norm_first = false;          // false: post-LN (the original Transformer, PyTorch's default); true: pre-LN
   double layer_norm_eps = 1e-5;
   // Registered components (nn/components.h) by name.
   std::string attention = "softmax";

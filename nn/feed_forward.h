@@ -19,10 +19,10 @@
 namespace tapegrad::nn {
 
 struct FeedForwardOptions {
-  int64_t d_model;  // C
-  int64_t d_ff;     // F
+  int64_t d_model;                  // C
+  int64_t d_ff;                     // F
   std::string activation = "relu";  // a registered activation (nn/components.h)
-  double dropout = 0.0;  // after the activation; in [0, 1)
+  double dropout = 0.0;             // after the activation; in [0, 1)
 };
 
 class FeedForward : public FeedForwardBlock {

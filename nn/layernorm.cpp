@@ -1,8 +1,8 @@
 #include "nn/layernorm.h"
 
 #include "autograd/ops/layernorm.h"
-#include "nn/module_gradcheck.h"
 #include "nn/init.h"
+#include "nn/module_gradcheck.h"
 
 namespace tapegrad::nn {
 
@@ -32,16 +32,19 @@ std::unique_ptr<LayerNorm> off_initial(int64_t dim, Generator& gen) {
   return layer;
 }
 
-const bool registered =
-    register_component<NormKind>({.name = "layernorm",
-                                  .help = "LayerNorm: (x - mean) / sqrt(var + eps) * weight + bias",
-                                  .make = [](int64_t dim, double eps, Generator&) -> std::unique_ptr<Norm> {
-                                    return std::make_unique<LayerNorm>(dim, eps);
-                                  },
-                                  .parameter_count = [](int64_t dim) { return 2 * dim; }}) &&
-    register_gradchecks({module_case<LayerNorm>(
-        "nn/layernorm/3d", [](Generator& gen) { return off_initial(5, gen); }, {{"x", {2, 3, 5}}},
-        [](const LayerNorm& layer, const std::vector<Tensor>& in) { return layer.forward(in[0]); }, 404)});
+// One initialiser runs every registration of this file when the library loads.
+const bool registered = [] {
+  register_component<NormKind>({.name = "layernorm",
+                                .help = "LayerNorm: (x - mean) / sqrt(var + eps) * weight + bias",
+                                .make = [](int64_t dim, double eps, Generator&) -> std::unique_ptr<Norm> {
+                                  return std::make_unique<LayerNorm>(dim, eps);
+                                },
+                                .parameter_count = [](int64_t dim) { return 2 * dim; }});
+  register_gradchecks({module_case<LayerNorm>(
+      "nn/layernorm/3d", [](Generator& gen) { return off_initial(5, gen); }, {{"x", {2, 3, 5}}},
+      [](const LayerNorm& layer, const std::vector<Tensor>& in) { return layer.forward(in[0]); }, 404)});
+  return true;
+}();
 
 }  // namespace
 

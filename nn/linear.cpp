@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "autograd/ops/matmul.h"
-#include "nn/module_gradcheck.h"
 #include "nn/init.h"
+#include "nn/module_gradcheck.h"
 
 namespace tapegrad::nn {
 

@@ -94,8 +94,8 @@ void Module::load_state_dict(const NamedTensors& state) {
     if (!is_floating(t.dtype()))
       wrongly_typed.push_back(cat("'", name, "' is ", dtype_name(t.dtype()), ", not a float"));
     else if (itemsize(t.dtype()) > itemsize(param.dtype()))  // float64 into float32 would round every value
-      wrongly_typed.push_back(cat("'", name, "' is ", dtype_name(t.dtype()), " and the module ", dtype_name(param.dtype()),
-                                  ": narrowing would lose precision"));
+      wrongly_typed.push_back(cat("'", name, "' is ", dtype_name(t.dtype()), " and the module ",
+                                  dtype_name(param.dtype()), ": narrowing would lose precision"));
   }
   for (const auto& [name, t] : state)
     if (!known.count(name)) unexpected.push_back(cat("'", name, "' ", t.shape()));

@@ -11,8 +11,7 @@ namespace tapegrad::nn {
 
 namespace {
 void check_sequences(const Tensor& x, const char* who) {
-  if (x.dim() != 3 || x.size(1) == 0)
-    throw ShapeError(cat(who, ": takes (B, T, C) with T >= 1, got ", x.shape()));
+  if (x.dim() != 3 || x.size(1) == 0) throw ShapeError(cat(who, ": takes (B, T, C) with T >= 1, got ", x.shape()));
 }
 }  // namespace
 
@@ -51,20 +50,23 @@ Tensor ClsPooling::forward(const Tensor& x, const Tensor&) const {
 
 namespace {
 
-const bool registered =
-    register_component<PoolKind>({.name = "mean",
-                                  .help = "the mean over the non-pad tokens",
-                                  .make = [](const ClassifierOptions&, Generator&) -> std::unique_ptr<Pooling> {
-                                    return std::make_unique<MeanPooling>();
-                                  },
-                                  .parameter_count = [](const ClassifierOptions&) { return int64_t{0}; }}) &&
-    register_component<PoolKind>({.name = "cls",
-                                  .help = "the vector of a <cls> token put first",
-                                  .make = [](const ClassifierOptions&, Generator&) -> std::unique_ptr<Pooling> {
-                                    return std::make_unique<ClsPooling>();
-                                  },
-                                  .parameter_count = [](const ClassifierOptions&) { return int64_t{0}; },
-                                  .prepends_cls = true});
+// One initialiser runs every registration of this file when the library loads.
+const bool registered = [] {
+  register_component<PoolKind>({.name = "mean",
+                                .help = "the mean over the non-pad tokens",
+                                .make = [](const ClassifierOptions&, Generator&) -> std::unique_ptr<Pooling> {
+                                  return std::make_unique<MeanPooling>();
+                                },
+                                .parameter_count = [](const ClassifierOptions&) { return int64_t{0}; }});
+  register_component<PoolKind>({.name = "cls",
+                                .help = "the vector of a <cls> token put first",
+                                .make = [](const ClassifierOptions&, Generator&) -> std::unique_ptr<Pooling> {
+                                  return std::make_unique<ClsPooling>();
+                                },
+                                .parameter_count = [](const ClassifierOptions&) { return int64_t{0}; },
+                                .prepends_cls = true});
+  return true;
+}();
 
 }  // namespace
 

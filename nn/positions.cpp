@@ -5,8 +5,8 @@
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/views.h"
 #include "nn/classifier.h"
-#include "nn/module_gradcheck.h"
 #include "nn/init.h"
+#include "nn/module_gradcheck.h"
 
 namespace tapegrad::nn {
 
@@ -65,28 +65,30 @@ Tensor SinusoidalPositionalEncoding::forward(int64_t seq_len, DType dtype) const
 
 namespace {
 
-const bool registered =
-    register_component<PositionalKind>(
-        {.name = "learned",
-         .help = "a learned vector per position (GPT, BERT)",
-         .make = [](const ClassifierOptions& o, Generator& init) -> std::unique_ptr<PositionalEncoding> {
-           return std::make_unique<PositionalEmbedding>(o.context_length, o.d_model, init);
-         },
-         .parameter_count = [](const ClassifierOptions& o) { return o.context_length * o.d_model; }}) &&
-    register_component<PositionalKind>(
-        {.name = "sinusoidal",
-         .help = "fixed sines and cosines (Vaswani et al. 2017), no parameters",
-         .make = [](const ClassifierOptions& o, Generator&) -> std::unique_ptr<PositionalEncoding> {
-           return std::make_unique<SinusoidalPositionalEncoding>(o.context_length, o.d_model);
-         },
-         .parameter_count = [](const ClassifierOptions&) { return int64_t{0}; }}) &&
-    // The positions are added to token vectors x (2, 3, 4) as a model adds them: checks x and the table,
-    // of which only rows 0..2 get a gradient (rows 3, 4 have none, and central differences agree).
-    register_gradchecks({module_case<PositionalEmbedding>(
-        "nn/positional_embedding/added-to-batch",
-        [](Generator& gen) { return std::make_unique<PositionalEmbedding>(5, 4, gen); }, {{"x", {2, 3, 4}}},
-        [](const PositionalEmbedding& layer, const std::vector<Tensor>& in) { return in[0] + layer.forward(3); },
-        303)});
+// One initialiser runs every registration of this file when the library loads.
+const bool registered = [] {
+  register_component<PositionalKind>(
+      {.name = "learned",
+       .help = "a learned vector per position (GPT, BERT)",
+       .make = [](const ClassifierOptions& o, Generator& init) -> std::unique_ptr<PositionalEncoding> {
+         return std::make_unique<PositionalEmbedding>(o.context_length, o.d_model, init);
+       },
+       .parameter_count = [](const ClassifierOptions& o) { return o.context_length * o.d_model; }});
+  register_component<PositionalKind>(
+      {.name = "sinusoidal",
+       .help = "fixed sines and cosines (Vaswani et al. 2017), no parameters",
+       .make = [](const ClassifierOptions& o, Generator&) -> std::unique_ptr<PositionalEncoding> {
+         return std::make_unique<SinusoidalPositionalEncoding>(o.context_length, o.d_model);
+       },
+       .parameter_count = [](const ClassifierOptions&) { return int64_t{0}; }});
+  // The positions are added to token vectors x (2, 3, 4) as a model adds them: checks x and the table,
+  // of which only rows 0..2 get a gradient (rows 3, 4 have none, and central differences agree).
+  register_gradchecks({module_case<PositionalEmbedding>(
+      "nn/positional_embedding/added-to-batch",
+      [](Generator& gen) { return std::make_unique<PositionalEmbedding>(5, 4, gen); }, {{"x", {2, 3, 4}}},
+      [](const PositionalEmbedding& layer, const std::vector<Tensor>& in) { return in[0] + layer.forward(3); }, 303)});
+  return true;
+}();
 
 }  // namespace
 

@@ -12,8 +12,8 @@ nn::ClassifierOptions model_options_from_json(const nlohmann::json& config, cons
   // The keys that came with the norm, attention and ffn components: absent in older checkpoints, which
   // used the built-in variants (the defaults).
   static const std::set<std::string> added_later = {"attention", "norm", "ffn"};
-  nn::ClassifierOptions options =
-      checked_like(config, nn::ClassifierOptions{}, file, prefix, added_later).get<nn::ClassifierOptions>();
+  static const nlohmann::json example = nn::ClassifierOptions();
+  nn::ClassifierOptions options = checked_like(config, example, file, prefix, added_later).get<nn::ClassifierOptions>();
   try {
     nn::validate(options, prefix.empty() ? file : cat(file, ": '", prefix.substr(0, prefix.size() - 1), "'"));
   } catch (const ValueError& e) {

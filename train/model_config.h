@@ -3,10 +3,9 @@
 // included. The keys are documented in docs/checkpoints.md. Checkpoints written before the norm,
 // attention and ffn components existed have no such keys and load with the built-in ones (layernorm,
 // softmax, dense), which is what they were trained with.
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "nn/classifier.h"
 

@@ -2,7 +2,9 @@
 // What `tapegrad train` takes: the options of a run, and their JSON form in trainer.json (what --resume
 // reads back).
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -60,10 +62,18 @@ struct TrainOptions {
   bool detect_anomaly = false;    // check every op for NaN and Inf, naming the first (debugging only: not saved)
 };
 
-/// Refuses values no run can use, before any work starts: a ValueError naming the flag, the value and the
-/// range ("--lr must be a finite number > 0, got nan"). Options that only make sense together (a task flag
-/// with --data, a model flag with --init) are the command line's to refuse: it knows which were given.
-void validate(const TrainOptions& options);
+/// How validate() names an option, given the field's path in TrainOptions ("lr", "model.d_model").
+using OptionNames = std::function<std::string(std::string_view field)>;
+
+/// The library's name of an option: "TrainOptions." + field ("TrainOptions.model.d_model").
+std::string option_field_name(std::string_view field);
+
+/// Refuses values no run can use, before any work starts: a ValueError naming the option, the value and
+/// the range ("TrainOptions.lr must be a finite number >= 0, got nan"). The command line passes its flag
+/// names ("--lr must be ..."), so that one set of rules serves both. Options that only make sense together
+/// (a task flag with --data, a model flag with --init) are the command line's to refuse: it knows which
+/// were given.
+void validate(const TrainOptions& options, const OptionNames& name = option_field_name);
 
 nlohmann::json to_json(const TrainOptions& options);
 /// The options object of trainer.json (path names the file in errors), read as strictly as config.json:

@@ -1,12 +1,18 @@
 #pragma once
 // The training loop behind `tapegrad train`: data, model, optimizer, schedule, periodic validation,
-// metrics.csv + curves.svg, checkpoints (latest and best), early stop and exact resume.
+// metrics.csv + curves.svg, checkpoints (latest and best), early stop and exact resume. trainer.cpp holds
+// the set-up and the loop; its parts are train/training_stream (the data), run_state (trainer.json and
+// resume's restore), progress (the log), publish_run (each step's files) and training_memory.
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "autograd/random.h"
+#include "nn/classifier.h"
 #include "train/train_options.h"
 
 namespace tapegrad {
@@ -31,15 +37,28 @@ struct TrainSummary {
 };
 nlohmann::json to_json(const TrainSummary& summary);
 
+/// Makes the model a run trains, for a program that builds its own in C++. `options` are the run's model
+/// options with vocab_size, num_classes and context_length filled in from the data (and, on resume, the
+/// saved model's options); `init` draws the initial weights; `dropout_rng` is the run's dropout stream,
+/// whose state every checkpoint saves. The model may differ from `options` (another norm_first, a wider
+/// d_ff) but must agree with the data on vocab_size, num_classes and context_length. Its own options()
+/// are what config.json and trainer.json record, so resume, eval and predict rebuild what it built.
+using ModelBuilder = std::function<std::unique_ptr<nn::SequenceClassifier>(
+    const nn::ClassifierOptions& options, Generator& init, std::shared_ptr<Generator> dropout_rng)>;
+
+/// The builder of `tapegrad train`: nn::SequenceClassifier(options, init, dropout_rng), the options as given.
+std::unique_ptr<nn::SequenceClassifier> build_classifier(const nn::ClassifierOptions& options, Generator& init,
+                                                         std::shared_ptr<Generator> dropout_rng);
+
 /// Trains from scratch (or from options.init) into options.out; progress goes to log.
 /// While it trains (and so resume()): SIGINT or SIGTERM saves the current step's checkpoint and throws
 /// Interrupted (train/interrupt.h); another trainer holding the run directory's lock is a ValueError
 /// (train/run_lock.h); a non-finite loss or weight stops it before anything non-finite is published.
 TrainSummary train(const TrainOptions& options, std::ostream& log);
-
-/// A run directory's trainer.json, read as hostile (a size limit, strict JSON: no key twice, bounded
-/// nesting); IOError naming the file. Its "options" are read by train_options_from_json.
-nlohmann::json read_trainer_state(const std::string& path);
+/// As train(options, log), with the model `build` makes (once the data is read); with --init the
+/// checkpoint's weights are then loaded into it. A built model that disagrees with the data is a ValueError
+/// naming the option and both numbers.
+TrainSummary train(const TrainOptions& options, std::ostream& log, const ModelBuilder& build);
 
 /// What a resumed run may change; everything else is the saved run's.
 struct ResumeOptions {
@@ -56,5 +75,8 @@ struct ResumeOptions {
 /// the schedule and metrics.csv continue, so the result is bit-identical to a run that was never
 /// interrupted (on the same number of threads).
 TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log);
+/// As resume(dir, options, log), rebuilding the model through `build` (given the saved model options) before
+/// the saved weights are loaded into it: a run trained with a builder resumes with the same builder.
+TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log, const ModelBuilder& build);
 
 }  // namespace tapegrad

@@ -1,14 +1,19 @@
 #pragma once
-// Where training batches come from: a fresh task stream, or a fixed set visited in shuffled epochs, with
-// the state that --resume needs to continue either one exactly.
+// Where a run's examples come from: the data files (or a task) read once into a vocabulary, the labels, a
+// validation set and the training stream, which hands out batches from a fresh task stream or a fixed set
+// visited in shuffled epochs, with the state that --resume needs to continue either one exactly.
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "autograd/random.h"
 #include "train/tasks.h"
+#include "train/train_options.h"
+#include "train/vocab.h"
 
 namespace tapegrad {
 
@@ -45,5 +50,23 @@ class TrainingStream {
   Generator::State epoch_start_{};
   int64_t epoch_ = 0, cursor_ = 0;
 };
+
+/// A run's examples, each data file read exactly once (so that `--data <(command)` works).
+struct TrainingData {
+  Vocab vocab;
+  std::vector<std::string> labels;  // sorted; line k of labels.txt names class k
+  std::vector<Example> valid;
+  std::unique_ptr<TrainingStream> stream;
+  int64_t longest = 0;  // words in the longest training sequence the data or the task can produce
+  // trainer.json's "data": the fingerprints of the data (and valid) files' examples, and whether they
+  // were pipes, so that a resumed run goes on only with the examples it started with.
+  nlohmann::json sources = nlohmann::json::object();
+};
+
+/// Reads options.data (and options.valid), or draws the task's validation set and training stream; the
+/// vocabulary is built from the training texts unless fixed_vocab is given (--init, resume). A data set
+/// that cannot make a classifier (no training examples left, one label, a validation label never seen
+/// in training, no validation examples) is a ValueError naming the file.
+TrainingData load_training_data(const TrainOptions& options, const Vocab* fixed_vocab);
 
 }  // namespace tapegrad

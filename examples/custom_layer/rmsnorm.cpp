@@ -25,13 +25,14 @@ namespace custom {
 // saves   : x and r per row (x̂ is recomputed from them), w
 struct RmsNormNode : NodeOf<RmsNormNode> {
   static constexpr const char* kName = "custom.rms_norm";
-  Saved x;        // contiguous (rows, C)
-  Saved weight;   // contiguous (C)
-  Tensor rstd;    // float64 (rows); private to the node
+  Saved x;       // contiguous (rows, C)
+  Saved weight;  // contiguous (C)
+  Tensor rstd;   // float64 (rows); private to the node
   void backward(const Tensor& dy, BackwardContext& ctx) override {
     const Tensor& xv = x.get(kName);
     const Tensor& wv = weight.get(kName);
-    if (!(dy.shape() == xv.shape())) throw AutogradError(cat(kName, " backward: dy ", dy.shape(), " vs x ", xv.shape()));
+    if (!(dy.shape() == xv.shape()))
+      throw AutogradError(cat(kName, " backward: dy ", dy.shape(), " vs x ", xv.shape()));
     const int64_t C = xv.shape().back(), rows = C > 0 ? xv.numel() / C : 0;
     const double* r = rstd.data<double>();
     ctx.add_into(0, [&](auto dx) {
@@ -104,31 +105,34 @@ Tensor RMSNorm::forward(const Tensor& x) const {
 
 namespace {
 
-const bool registered =
-    // The op's gradient checks (float64, central differences); the second reads x through a transposed view.
-    register_gradchecks({
-        op_case("custom/rms_norm/weighted", {{{2, 3, 5}}, {{5}}},
-                [](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-5); }),
-        op_case("custom/rms_norm/of-transposed", {{{5, 4}}, {{5}}},
-                [](const std::vector<Tensor>& in) { return rms_norm(transpose(in[0], 0, 1), in[1], 1e-3); }),
-    }) &&
-    // The layer's: over x and its named parameter, the weight moved off its initial ones first so that a
-    // backward ignoring it cannot pass.
-    register_gradchecks({nn::module_case<RMSNorm>(
-        "custom/rmsnorm/layer",
-        [](Generator& gen) {
-          auto layer = std::make_unique<RMSNorm>(6, 1e-5);
-          nn::uniform_(layer->weight, 0.5, 1.5, gen);
-          return layer;
-        },
-        {{"x", {2, 3, 6}}}, [](const RMSNorm& layer, const std::vector<Tensor>& in) { return layer.forward(in[0]); })}) &&
-    // The component: `--norm rmsnorm`, "norm": "rmsnorm" in config.json.
-    nn::register_component<nn::NormKind>({.name = "rmsnorm",
-                                          .help = "RMSNorm: x / sqrt(mean(x^2) + eps) * weight (no mean, no bias)",
-                                          .make = [](int64_t dim, double eps, Generator&) -> std::unique_ptr<nn::Norm> {
-                                            return std::make_unique<RMSNorm>(dim, eps);
-                                          },
-                                          .parameter_count = [](int64_t dim) { return dim; }});
+// One initialiser runs every registration of this file when the library loads.
+const bool registered = [] {
+  // The op's gradient checks (float64, central differences); the second reads x through a transposed view.
+  register_gradchecks({
+      op_case("custom/rms_norm/weighted", {{{2, 3, 5}}, {{5}}},
+              [](const std::vector<Tensor>& in) { return rms_norm(in[0], in[1], 1e-5); }),
+      op_case("custom/rms_norm/of-transposed", {{{5, 4}}, {{5}}},
+              [](const std::vector<Tensor>& in) { return rms_norm(transpose(in[0], 0, 1), in[1], 1e-3); }),
+  });
+  // The layer's: over x and its named parameter, the weight moved off its initial ones first so that a
+  // backward ignoring it cannot pass.
+  register_gradchecks({nn::module_case<RMSNorm>(
+      "custom/rmsnorm/layer",
+      [](Generator& gen) {
+        auto layer = std::make_unique<RMSNorm>(6, 1e-5);
+        nn::uniform_(layer->weight, 0.5, 1.5, gen);
+        return layer;
+      },
+      {{"x", {2, 3, 6}}}, [](const RMSNorm& layer, const std::vector<Tensor>& in) { return layer.forward(in[0]); })});
+  // The component: `--norm rmsnorm`, "norm": "rmsnorm" in config.json.
+  nn::register_component<nn::NormKind>({.name = "rmsnorm",
+                                        .help = "RMSNorm: x / sqrt(mean(x^2) + eps) * weight (no mean, no bias)",
+                                        .make = [](int64_t dim, double eps, Generator&) -> std::unique_ptr<nn::Norm> {
+                                          return std::make_unique<RMSNorm>(dim, eps);
+                                        },
+                                        .parameter_count = [](int64_t dim) { return dim; }});
+  return true;
+}();
 
 }  // namespace
 

@@ -34,16 +34,19 @@ class MiscountedNorm : public Norm {
   Tensor gain;
 };
 
-const bool registered =
-    register_component<NormKind>({.name = "test-scale",
-                                  .help = "x ⊙ gain (a test's own norm)",
-                                  .make = [](int64_t dim, double, Generator&) -> std::unique_ptr<Norm> {
-                                    return std::make_unique<ScaleNorm>(dim);
-                                  },
-                                  .parameter_count = [](int64_t dim) { return dim; }}) &&
-    register_gradchecks({module_case<ScaleNorm>(
-        "test/scale_norm", [](Generator&) { return std::make_unique<ScaleNorm>(3); }, {{"x", {2, 3}}},
-        [](const ScaleNorm& norm, const std::vector<Tensor>& in) { return norm.forward(in[0]); })});
+// One initialiser runs every registration of this file when the program loads.
+const bool registered = [] {
+  register_component<NormKind>({.name = "test-scale",
+                                .help = "x ⊙ gain (a test's own norm)",
+                                .make = [](int64_t dim, double, Generator&) -> std::unique_ptr<Norm> {
+                                  return std::make_unique<ScaleNorm>(dim);
+                                },
+                                .parameter_count = [](int64_t dim) { return dim; }});
+  register_gradchecks({module_case<ScaleNorm>(
+      "test/scale_norm", [](Generator&) { return std::make_unique<ScaleNorm>(3); }, {{"x", {2, 3}}},
+      [](const ScaleNorm& norm, const std::vector<Tensor>& in) { return norm.forward(in[0]); })});
+  return true;
+}();
 
 ClassifierOptions small() {
   ClassifierOptions o;
@@ -125,11 +128,13 @@ TEST_CASE("components: every registered variant counts its parameters right and 
 
 TEST_CASE("components: component_problems names a miscounted variant and one whose parameters are unchecked") {
   // Registered here, not at load time, so that the test above sees a clean registry when run alone.
-  static const bool added = register_component<NormKind>(
-      {.name = "test-miscounted",
-       .help = "a norm whose parameter_count is wrong and which has no gradcheck case",
-       .make = [](int64_t dim, double, Generator&) -> std::unique_ptr<Norm> { return std::make_unique<MiscountedNorm>(dim); },
-       .parameter_count = [](int64_t dim) { return dim - 1; }});
+  static const bool added =
+      register_component<NormKind>({.name = "test-miscounted",
+                                    .help = "a norm whose parameter_count is wrong and which has no gradcheck case",
+                                    .make = [](int64_t dim, double, Generator&) -> std::unique_ptr<Norm> {
+                                      return std::make_unique<MiscountedNorm>(dim);
+                                    },
+                                    .parameter_count = [](int64_t dim) { return dim - 1; }});
   REQUIRE(added);
   std::vector<std::string> about;
   for (const std::string& problem : component_problems())

@@ -108,6 +108,27 @@ TEST_CASE("train: cli missing and malformed files get one line on stderr and a n
   }
 }
 
+TEST_CASE("train: cli a value the library refuses is named by its flag") {
+  TempDir dir("tapegrad_test_cli");
+  const std::string out = " --out " + quote(dir / "run");
+  // The flags whose library field has another name (validate() names fields, the command line its flags).
+  const std::pair<std::string, std::string> refused[] = {
+      {"train --ff 0", "--ff must be in [1, "},
+      {"train --layers -1", "--layers must be in [0, "},
+      {"train --heads 64", "--heads must be in [1, --d-model = 32], got 64"},
+      {"train --log-every 0", "--log-every must be positive, got 0"},
+      {"train --threads 5000", "--threads must be in [0, "},
+      {"train --train-size 10 --steps 5 --epochs 2", "give --steps or --epochs, not both"},
+  };
+  for (const auto& [args, mentions] : refused) {
+    INFO("tapegrad " << args);
+    const Result r = run_cli(dir, args + out);
+    require_one_line_error(r, mentions);
+    CHECK_THAT(r.err, !Catch::Contains("TrainOptions"));
+  }
+  CHECK(!fs::exists(dir / "run"));
+}
+
 TEST_CASE("train: cli train --json prints one JSON line with the documented keys") {
   TempDir dir("tapegrad_test_cli");
   const std::string out = dir / "run";

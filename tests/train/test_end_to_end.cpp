@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "support/small_run.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
@@ -17,6 +18,7 @@
 #include "train/trainer.h"
 
 using namespace tapegrad;
+using testing::small_options;
 using testing::TempDir;
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -28,19 +30,6 @@ std::string read_file(const fs::path& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-/// A small, fast configuration for the tests that check mechanics rather than learning.
-TrainOptions small_options(const std::string& out) {
-  TrainOptions o;
-  o.task = {"majority", 6, 4, 12};
-  o.model.d_model = 16;
-  o.model.n_heads = 2;
-  o.model.d_ff = 32;
-  o.batch_size = 16;
-  o.eval_every = 10;
-  o.out = out;
-  return o;
 }
 
 /// The bytes of a tensor's elements in row-major order.

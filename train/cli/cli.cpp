@@ -18,6 +18,7 @@
 #include "train/evaluate.h"
 #include "train/interrupt.h"
 #include "train/attention_map.h"
+#include "train/run_state.h"
 #include "train/trainer.h"
 #include "train/tsv.h"
 
@@ -84,6 +85,24 @@ void add_component_option(CLI::App* cmd, const std::string& flag, std::string& f
   cmd->add_option(flag, field, help)->check(CLI::IsMember(nn::component_names<Kind>()))->capture_default_str();
 }
 
+/// The flag that sets a TrainOptions field ("model.d_ff" -> "--ff"): validate()'s names on the command line.
+std::string flag_for(std::string_view field) {
+  if (field == "model.n_heads") return "--heads";
+  if (field == "model.d_ff") return "--ff";
+  if (field == "model.n_layers") return "--layers";
+  std::string flag = cat("--", field.substr(field.starts_with("model.") ? 6 : 0));  // model.d_model -> --d-model
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
+/// The flags' values, by the library's rules but in the flags' names, before the library is called (whose
+/// own messages name TrainOptions fields).
+void check_flag_values(const TrainFlags& f) {
+  TrainOptions o = f.options;
+  o.task.name = f.task;  // a task's messages name it
+  validate(o, flag_for);
+}
+
 void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   TrainOptions& o = f.options;
   auto* cmd = app.add_subcommand("train", "Train a transformer encoder classifier on a built-in task or a TSV file");
@@ -135,6 +154,7 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
                 "Check every op for NaN and Inf and name the first that makes one, with its shapes and place in the model (slower)");
   cmd->callback([&f, program, cmd] {
     refuse_flags_without_effect(*cmd, f);
+    if (f.resume.empty()) check_flag_values(f);  // a resumed run's options are the saved ones, checked on loading
     TrainOptions& o = f.options;
     TrainSummary summary;
     if (!f.resume.empty()) {

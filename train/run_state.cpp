@@ -1,0 +1,80 @@
+#include "train/run_state.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "train/read_file.h"
+#include "train/strict_json.h"
+
+namespace tapegrad {
+
+using nlohmann::json;
+
+namespace {
+
+json to_json(const RunTiming& t) {
+  return {{"train_seconds", t.train_seconds},
+          {"validation_seconds", t.validation_seconds},
+          {"checkpoint_seconds", t.checkpoint_seconds}};
+}
+
+}  // namespace
+
+json Run::trainer_state(double elapsed) const {
+  return {{"format", "tapegrad-trainer-1"},
+          {"step", step},
+          {"total_steps", total_steps},
+          {"epoch", data.stream->epoch()},
+          {"options", to_json(options)},
+          {"schedule",
+           {{"kind", optim::schedule_name(schedule.kind)}, {"base_lr", schedule.base_lr},
+            {"warmup_steps", schedule.warmup_steps}, {"total_steps", schedule.total_steps}, {"min_lr", schedule.min_lr}}},
+          {"rng", {{"data", data.stream->state()}, {"dropout", to_json(dropout_rng->state())}}},
+          {"best", {{"accuracy", best_accuracy}, {"loss", best_loss}, {"step", best_step}}},
+          {"elapsed_seconds", elapsed},
+          {"timing", to_json(timing)},
+          {"truncated", truncated},
+          {"data", data.sources},
+          {"window", {{"loss", window_loss}, {"steps", window_steps}}}};
+}
+
+json read_trainer_state(const std::string& path) {
+  // Its deepest containers are the RNG states' word arrays, four levels below the top.
+  constexpr int kMaxDepth = 8;
+  return parse_json_strictly(read_whole_file(path, kJsonFileLimit), path, kMaxDepth);
+}
+
+void restore_run_state(Run& run, const json& state, const std::string& dir, int64_t total_steps) {
+  run.step = state.at("step").get<int64_t>();
+  run.published_step = run.step;
+  run.total_steps = total_steps > 0 ? total_steps : state.at("total_steps").get<int64_t>();
+  const json& s = state.at("schedule");
+  run.schedule = {optim::parse_schedule(s.at("kind").get<std::string>()), s.at("base_lr").get<double>(),
+                  s.at("warmup_steps").get<int64_t>(), s.at("total_steps").get<int64_t>(), s.at("min_lr").get<double>()};
+  // A new total stretches the decay over it, as a fresh run's set-up would have (else a cosine or linear
+  // schedule sits at min_lr for every added step).
+  if (total_steps > 0) run.schedule.total_steps = std::max(run.total_steps, run.schedule.warmup_steps + 1);
+  run.data.stream->set_state(state.at("rng").at("data"));
+  run.dropout_rng->set_state(generator_state(state.at("rng").at("dropout")));
+  run.best_accuracy = state.at("best").at("accuracy").get<double>();
+  run.best_loss = state.at("best").at("loss").get<double>();
+  run.best_step = state.at("best").at("step").get<int64_t>();
+  run.elapsed_before = state.at("elapsed_seconds").get<double>();
+  if (state.contains("timing")) {
+    const json& t = state.at("timing");
+    run.timing = {t.at("train_seconds").get<double>(), t.at("validation_seconds").get<double>(),
+                  t.at("checkpoint_seconds").get<double>()};
+  } else {  // a run from before the split: all its time counts as training
+    run.timing.train_seconds = run.elapsed_before;
+  }
+  run.truncated = state.at("truncated").get<int64_t>();
+  run.window_loss = state.at("window").at("loss").get<double>();
+  run.window_steps = state.at("window").at("steps").get<int64_t>();
+  run.metrics.clear();
+  if (std::filesystem::exists(dir + "/metrics.csv")) {
+    for (const MetricsRow& row : read_metrics_csv(dir + "/metrics.csv"))
+      if (row.step <= run.step) run.metrics.push_back(row);
+  }
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,58 @@
+#pragma once
+// A training run's whole state, and trainer.json: what of it a checkpoint saves beside the weights and the
+// optimizer (step, schedule, every RNG, the best validation, time spent, the data's fingerprints), and how
+// --resume restores it so that the run continues bit-identically.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "autograd/random.h"
+#include "nn/classifier.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "train/metrics.h"
+#include "train/train_options.h"
+#include "train/training_stream.h"
+
+namespace tapegrad {
+
+/// Where a run's wall-clock time went (see TrainSummary).
+struct RunTiming {
+  double train_seconds = 0, validation_seconds = 0, checkpoint_seconds = 0;
+};
+
+/// One training run's whole state: what trainer.json and the checkpoint files hold.
+struct Run {
+  TrainOptions options;
+  TrainingData data;
+  std::unique_ptr<nn::SequenceClassifier> model;
+  std::shared_ptr<Generator> dropout_rng;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  optim::LrSchedule schedule;
+  std::vector<MetricsRow> metrics;
+  int64_t step = 0, total_steps = 0, truncated = 0, best_step = 0;
+  int64_t published_step = -1;  // the step of the checkpoint `latest` points at; -1: none yet
+  double best_accuracy = -1, best_loss = 0, elapsed_before = 0;  // elapsed_before: seconds of earlier sessions
+  double window_loss = 0;                                           // training loss summed since the last row
+  int64_t window_steps = 0;
+  RunTiming timing;                                                 // all sessions, up to the last checkpoint
+
+  /// trainer.json; `elapsed` is the run's wall-clock time so far (all sessions).
+  nlohmann::json trainer_state(double elapsed) const;
+};
+
+/// A run directory's trainer.json, read as hostile (a size limit, strict JSON: no key twice, bounded
+/// nesting); IOError naming the file. Its "options" are read by train_options_from_json.
+nlohmann::json read_trainer_state(const std::string& path);
+
+/// Sets run's counters, schedule, RNG states, best validation, timing and training-loss window to those of
+/// trainer.json `state`, and its metrics to the rows of dir/metrics.csv up to the saved step (a kill
+/// between writing metrics.csv and publishing leaves later rows, which the continued run writes again).
+/// The run must already hold its data, model and optimizer. `total_steps` > 0 is a new total, stretching a
+/// decaying schedule over it; 0 keeps the saved one. json exceptions when state is malformed.
+void restore_run_state(Run& run, const nlohmann::json& state, const std::string& dir, int64_t total_steps);
+
+}  // namespace tapegrad
