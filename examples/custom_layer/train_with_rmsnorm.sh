@@ -18,3 +18,9 @@ grep -q '"accuracy":0.99' "$run.eval.json" || grep -q '"accuracy":1.0' "$run.eva
 "$program" gradcheck --filter custom/ > "$run.gradcheck.txt"
 grep -q '^3 passed, 0 failed' "$run.gradcheck.txt" || fail "gradcheck: $(cat "$run.gradcheck.txt")"
 cat "$run.json" "$run.gradcheck.txt"
+# The checkpoint in PyTorch, when /usr/bin/python3 has it (Debian's python3-torch); skipped otherwise.
+if [ -x /usr/bin/python3 ]; then
+  status=0
+  /usr/bin/python3 "$(dirname "$0")/load_in_pytorch.py" "$run" "$program" "t1 t1 t1 t2" "t3 t5 t5 t0 t5" "t7" || status=$?
+  [ "$status" = 0 ] || [ "$status" = 77 ] || fail "PyTorch disagrees with $program predict"
+fi
