@@ -20,6 +20,19 @@ EncoderLayerOptions layer_options(const ClassifierOptions& o) {
   return layer;
 }
 
+ClassifierOptions micro_classifier() {
+  ClassifierOptions o;
+  o.vocab_size = 7;
+  o.d_model = 4;
+  o.n_heads = 2;
+  o.d_ff = 6;
+  o.n_layers = 2;
+  o.context_length = 6;
+  o.num_classes = 3;
+  o.dropout = 0;
+  return o;
+}
+
 bool prepends_cls(const ClassifierOptions& options) { return component<PoolKind>(options.pool).prepends_cls; }
 
 namespace {
@@ -156,14 +169,7 @@ GradcheckCase classifier_case(std::string name, ClassifierOptions options, std::
 }
 
 ClassifierOptions micro(std::string pool, std::string positional, bool norm_first, std::string activation) {
-  ClassifierOptions o{7};
-  o.d_model = 4;
-  o.n_heads = 2;
-  o.d_ff = 6;
-  o.n_layers = 2;
-  o.context_length = 6;
-  o.num_classes = 3;
-  o.dropout = 0.0;
+  ClassifierOptions o = micro_classifier();
   o.activation = activation;
   o.norm_first = norm_first;
   o.final_norm = norm_first;

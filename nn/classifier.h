@@ -49,6 +49,9 @@ struct ClassifierOptions {
   std::string activation = "relu";
 };
 
+/// The smallest classifier worth checking: vocab 7, d_model 4, 2 heads, d_ff 6, 2 layers, context 6,
+/// 3 classes, no dropout; the layers' gradient checks and nn::component_problems() build on it.
+ClassifierOptions micro_classifier();
 /// The options of each encoder layer of a classifier with these options.
 EncoderLayerOptions layer_options(const ClassifierOptions& options);
 /// Whether the data must put a <cls> token first for this model's pooling (the pool component says).

@@ -11,16 +11,9 @@ namespace tapegrad::nn {
 
 namespace {
 
+/// micro_classifier() with pre-LN layers and a final norm, so that a norm variant stands in three places.
 ClassifierOptions micro() {
-  ClassifierOptions o;
-  o.vocab_size = 7;
-  o.d_model = 4;
-  o.n_heads = 2;
-  o.d_ff = 6;
-  o.n_layers = 2;
-  o.context_length = 6;
-  o.num_classes = 3;
-  o.dropout = 0;
+  ClassifierOptions o = micro_classifier();
   o.norm_first = true;
   o.final_norm = true;
   return o;
