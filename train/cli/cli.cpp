@@ -12,12 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/autograd.h"
+#include "train/attention_map.h"
 #include "train/batching.h"
 #include "train/bench.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
-#include "train/attention_map.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
 #include "train/tsv.h"
