@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,18 @@ Tensor apply_mask(const Tensor& scores, const Tensor& mask, const char* what) {
     throw DTypeError(cat(op, ": ", what, " ", mask.shape(), " is ", dtype_name(mask.dtype()),
                          "; expected bool (true = hidden) or ", dtype_name(scores.dtype()), " (added to the scores)"));
   return scores + mask;
+}
+
+/// The attention mask with a positional bias added, as one float mask. mask: undefined, (T_q, T_k) or
+/// (B, H, T_q, T_k), bool (true = hidden) or float; bias: undefined or float (H, T_q, T_k). A bool mask
+/// becomes -inf where hidden and the bias elsewhere; a float mask is summed with the bias.
+///   -> (H, T_q, T_k) or (B, H, T_q, T_k), or mask itself without a bias
+Tensor with_bias(const Tensor& mask, const Tensor& bias) {
+  if (!bias.defined()) return mask;
+  if (!mask.defined()) return bias;
+  if (mask.dtype() != DType::boolean) return mask + bias;
+  // (T_q, T_k) broadcasts into the bias as it is; (B, H, T_q, T_k) needs the bias expanded to it first.
+  return masked_fill(mask.dim() > bias.dim() ? expand(bias, mask.shape()) : bias, mask, -kInf);
 }
 
 /// x Wᵀ + b for a block of rows of the packed in-projection.   x: (B, T, C), W: (N, C), b: (N) -> (B, T, N)
@@ -117,6 +130,8 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options,
                          " (each head takes d_model / n_heads dims)"));
   if (!(options.dropout >= 0 && options.dropout < 1))
     throw ValueError(cat("MultiHeadAttention: dropout must be in [0, 1), got ", options.dropout));
+  if (!(std::isfinite(options.temperature) && options.temperature > 0))
+    throw ValueError(cat("MultiHeadAttention: temperature must be finite and > 0, got ", options.temperature));
   if (options.dropout > 0 && !dropout_rng_)
     throw ValueError(cat("MultiHeadAttention: dropout ", options.dropout, " needs a generator, got a null rng"));
 
@@ -135,7 +150,7 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options,
 //   (B, H, T_q, D) -> transpose (B, T_q, H, D) -> reshape (B, T_q, C) -> out_proj
 AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                             const Tensor& attn_mask, const Tensor& key_padding_mask,
-                                            bool need_weights) const {
+                                            bool need_weights, const PositionalEncoding* positions) const {
   const ScopeName scope = enter_scope();
   const int64_t C = options_.d_model, H = options_.n_heads, D = head_dim();
   if (query.dim() != 3 || key.dim() != 3 || value.dim() != 3 || query.size(-1) != C || key.size(-1) != C ||
@@ -152,8 +167,11 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   // score tensors. Returned weights are then data, so weights wanted under grad take the composed path.
   auto no_grad_mask = [](const Tensor& m, int rank) { return !m.defined() || (m.dim() == rank && !m.requires_grad()); };
   const bool self = query.same(key) && key.same(value);
-  const bool fused = self && !(is_training() && options_.dropout > 0) && !(need_weights && grad_enabled()) &&
-                     no_grad_mask(attn_mask, 2) && no_grad_mask(key_padding_mask, 2);
+  // The fused op has neither the positional hooks nor a temperature.
+  const bool hooked = positions != nullptr && positions->acts_in_attention();
+  const bool fused = self && !hooked && options_.temperature == 1.0 && !(is_training() && options_.dropout > 0) &&
+                     !(need_weights && grad_enabled()) && no_grad_mask(attn_mask, 2) &&
+                     no_grad_mask(key_padding_mask, 2);
   Tensor qkv, q, k, v;
   auto rows = [&](const Tensor& t, int64_t from, int64_t to) { return t.defined() ? slice(t, 0, from, to) : Tensor{}; };
   if (self) {
@@ -200,9 +218,16 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     FusedAttention heads = fused_self_attention(qkv, H, attn_mask, key_padding_mask, need_weights);
     return {out_proj_->forward(heads.output), need_weights ? heads.weights : Tensor{}};
   }
-  AttentionResult heads =
-      scaled_dot_product_attention(split_heads(q, T_q), split_heads(k, T_k), split_heads(v, T_k), mask,
-                                   key_padding_mask, options_.dropout, is_training(), dropout_rng_.get());
+  Tensor q_heads = split_heads(q, T_q), k_heads = split_heads(k, T_k);  // (B, H, T_q, D), (B, H, T_k, D)
+  if (hooked) {
+    std::tie(q_heads, k_heads) = positions->rotate_query_key(q_heads, k_heads);
+    mask = with_bias(mask, positions->attention_bias(H, T_q, T_k, q_heads.dtype()));
+  }
+  // softmax(q kᵀ / (√D τ)): q / τ goes in where scaled_dot_product_attention scales q by 1/√D. At τ = 1
+  // nothing is multiplied, so the standard attention is unchanged to the bit.
+  if (options_.temperature != 1.0) q_heads = q_heads * (1.0 / options_.temperature);
+  AttentionResult heads = scaled_dot_product_attention(q_heads, k_heads, split_heads(v, T_k), mask, key_padding_mask,
+                                                       options_.dropout, is_training(), dropout_rng_.get());
   const Tensor merged = reshape(transpose(heads.output, 1, 2), {B, T_q, C});
   return {out_proj_->forward(merged), need_weights ? heads.weights : Tensor{}};
 }
@@ -238,8 +263,9 @@ const bool registered = [] {
        .help = "multi-head softmax(q kᵀ / √D) v (PyTorch's nn.MultiheadAttention)",
        .make = [](const EncoderLayerOptions& o, Generator& init,
                   std::shared_ptr<Generator> dropout_rng) -> std::unique_ptr<SelfAttention> {
-         return std::make_unique<MultiHeadAttention>(MultiHeadAttentionOptions{o.d_model, o.n_heads, true, o.dropout},
-                                                     init, std::move(dropout_rng));
+         return std::make_unique<MultiHeadAttention>(
+             MultiHeadAttentionOptions{o.d_model, o.n_heads, true, o.dropout, o.temperature}, init,
+             std::move(dropout_rng));
        },
        // in_proj 3C·C + 3C, out_proj C·C + C
        .parameter_count = [](const EncoderLayerOptions& o) { return 4 * o.d_model * o.d_model + 4 * o.d_model; }});

@@ -39,6 +39,9 @@ struct MultiHeadAttentionOptions {
   int64_t n_heads;       // H: must divide d_model
   bool bias = true;      // in_proj_bias and out_proj.bias
   double dropout = 0.0;  // on the attention probabilities, in training mode
+  // τ > 0: softmax(q kᵀ / (√D · τ)). Above 1 flattens the weights towards uniform, below 1 sharpens them;
+  // 1 is the standard attention, computed exactly as without the option.
+  double temperature = 1.0;
 };
 
 /// Multi-head attention as PyTorch's nn.MultiheadAttention(d_model, n_heads, dropout, bias,
@@ -56,14 +59,16 @@ class MultiHeadAttention : public SelfAttention {
   /// tensor three times (projected in one product); cross-attention has T_q != T_k. attn_mask: (T_q, T_k)
   /// or (B·H, T_q, T_k), bool (true = hidden) or float (added); key_padding_mask: (B, T_k), bool
   /// (true = pad) or float. With need_weights, weights are the per-head probabilities after dropout
-  /// (PyTorch's average_attn_weights=False); otherwise weights is undefined.
+  /// (PyTorch's average_attn_weights=False); otherwise weights is undefined. positions, when given, rotates
+  /// q and k after the head split (rotate_query_key) and adds its attention_bias to the scores.
   ///   query: (B, T_q, C), key, value: (B, T_k, C) -> output (B, T_q, C), weights (B, H, T_q, T_k)
   AttentionResult forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask = {},
-                          const Tensor& key_padding_mask = {}, bool need_weights = false) const;
+                          const Tensor& key_padding_mask = {}, bool need_weights = false,
+                          const PositionalEncoding* positions = nullptr) const;
   /// forward(x, x, x, ...): the "softmax" attention component.   x: (B, T, C) -> (B, T, C)
-  AttentionResult attend(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
-                         bool need_weights) const override {
-    return forward(x, x, x, attn_mask, key_padding_mask, need_weights);
+  AttentionResult attend(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask, bool need_weights,
+                         const PositionalEncoding* positions = nullptr) const override {
+    return forward(x, x, x, attn_mask, key_padding_mask, need_weights, positions);
   }
 
   const MultiHeadAttentionOptions& options() const { return options_; }

@@ -17,6 +17,8 @@ EncoderLayerOptions layer_options(const ClassifierOptions& o) {
   layer.attention = o.attention;
   layer.norm = o.norm;
   layer.ffn = o.ffn;
+  layer.causal = o.causal;
+  layer.temperature = o.temperature;
   return layer;
 }
 
@@ -83,6 +85,8 @@ void validate(const ClassifierOptions& o, const std::string& context) {
   if (!(o.dropout >= 0 && o.dropout < 1)) throw fail("dropout", o.dropout, "is outside [0, 1)");
   if (!(std::isfinite(o.layer_norm_eps) && o.layer_norm_eps > 0))
     throw fail("layer_norm_eps", o.layer_norm_eps, "must be finite and > 0");
+  if (!(std::isfinite(o.temperature) && o.temperature > 0))
+    throw fail("temperature", o.temperature, "must be finite and > 0");
   if (o.pad_id < -1 || o.pad_id >= o.vocab_size)
     throw fail("pad_id", o.pad_id, cat("is outside the vocabulary [0, ", o.vocab_size, ") (use -1 for none)"));
   check_registered<PositionalKind>(o.positional, context);
@@ -133,9 +137,10 @@ Tensor SequenceClassifier::encode(const Tensor& ids, const Tensor& key_padding_m
     throw ShapeError(cat("SequenceClassifier: key_padding_mask ", key_padding_mask.shape(), " ",
                          dtype_name(key_padding_mask.dtype()), " must be bool of the ids' shape ", ids.shape()));
   const Tensor tokens = embed_->forward(ids);                               // (B, T, C)
-  const Tensor positions = pos_embed_->forward(T, embed_->weight.dtype());  // (T, C)
-  const Tensor x = dropout_->forward(tokens + positions);
-  return encoder_->forward(x, {}, key_padding_mask, attention_weights);
+  const Tensor positions = pos_embed_->forward(T, embed_->weight.dtype());  // (T, C), or undefined: none added
+  const Tensor x = dropout_->forward(positions.defined() ? tokens + positions : tokens);
+  // The encoding also goes to every attention layer, for encodings that act there (RoPE, ALiBi).
+  return encoder_->forward(x, {}, key_padding_mask, attention_weights, pos_embed_);
 }
 
 Tensor SequenceClassifier::pool(const Tensor& x, const Tensor& key_padding_mask) const {

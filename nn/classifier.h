@@ -1,6 +1,6 @@
 #pragma once
 // SequenceClassifier: token ids -> class logits with a Transformer encoder.
-//   x = dropout(embed(ids) + pos_embed(T))            (B, T, C)
+//   x = dropout(embed(ids) + pos_embed(T))            (B, T, C)   (no sum when pos_embed adds nothing)
 //   x = encoder(x, key_padding_mask)                   (B, T, C)
 //   pooled = pool(x, key_padding_mask)                 (B, C)
 //   logits = head(pooled)                              (B, num_classes)
@@ -47,6 +47,8 @@ struct ClassifierOptions {
   std::string ffn = "dense";
   std::string pool = "mean";
   std::string activation = "relu";
+  bool causal = false;       // every layer's self-attention sees earlier positions only (GPT-style)
+  double temperature = 1.0;  // τ > 0 of every layer's attention: softmax(q kᵀ / (√D · τ))
 };
 
 /// The smallest classifier worth checking: vocab 7, d_model 4, 2 heads, d_ff 6, 2 layers, context 6,

@@ -1,6 +1,6 @@
 #pragma once
 // Named components. The parts of a model that come in variants are chosen by name from one registry:
-//   positional   what is added to the token embeddings          learned, sinusoidal
+//   positional   what is added to the token embeddings, or done inside attention   learned, sinusoidal, rope, alibi
 //   attention    the self-attention of an encoder layer          softmax
 //   norm         the normalisation of an encoder layer (norm1, norm2) and the final one   layernorm
 //   ffn          the position-wise block of an encoder layer      dense
@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/random.h"
@@ -29,12 +30,29 @@ struct EncoderLayerOptions;  // nn/encoder.h
 
 // ---- the interfaces a variant implements ----
 
-/// Position information added to the token embeddings (registered as the classifier's "pos_embed").
+/// Position information (registered as the classifier's "pos_embed"): vectors added to the token
+/// embeddings, or an action inside every attention layer (RoPE rotates q and k, ALiBi biases the scores),
+/// or both. The two attention hooks default to doing nothing; the model hands its encoding to each
+/// attention layer (SelfAttention::attend).
 class PositionalEncoding : public Module {
  public:
-  /// The vectors of positions 0..seq_len-1, added to (B, T, C) token embeddings. dtype is the model's,
-  /// for encodings without parameters.   -> (T, C)
+  /// The vectors of positions 0..seq_len-1, added to (B, T, C) token embeddings; an undefined Tensor
+  /// means nothing is added (an encoding that acts inside attention only). dtype is the model's, for
+  /// encodings without parameters.   -> (T, C) or undefined
   virtual Tensor forward(int64_t seq_len, DType dtype) const = 0;
+
+  /// Whether rotate_query_key or attention_bias does anything. Attention runs its fused kernel, which has
+  /// no hooks, only when this is false; an encoding overriding either hook must return true.
+  virtual bool acts_in_attention() const { return false; }
+  /// q and k after the head split, position-encoded; query i is at position i, key j at position j.
+  /// Default: unchanged.   q: (B, H, T_q, D), k: (B, H, T_k, D) -> the same shapes
+  virtual std::pair<Tensor, Tensor> rotate_query_key(const Tensor& q, const Tensor& k) const { return {q, k}; }
+  /// A float bias added to the attention scores of every batch (before the softmax, after the 1/√D
+  /// scaling); undefined for none (the default).   -> (H, T_q, T_k) or undefined
+  virtual Tensor attention_bias(int64_t n_heads, int64_t T_q, int64_t T_k, DType dtype) const {
+    (void)n_heads, (void)T_q, (void)T_k, (void)dtype;
+    return {};
+  }
 };
 
 struct AttentionResult {
@@ -50,9 +68,11 @@ class SelfAttention : public Module {
  public:
   /// x attending to itself. attn_mask: (T, T), bool true = hidden, or float, added; key_padding_mask:
   /// (B, T), bool true = pad. With need_weights, weights are the per-head probabilities (B, H, T, T).
+  /// positions: the model's positional encoding, whose attention hooks (rotate_query_key,
+  /// attention_bias) the attention applies; null for none.
   ///   x: (B, T, C) -> output (B, T, C)
   virtual AttentionResult attend(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
-                                 bool need_weights) const = 0;
+                                 bool need_weights, const PositionalEncoding* positions = nullptr) const = 0;
 };
 
 /// A normalisation over the last dim (registered as "norm1", "norm2" and the encoder's "norm").

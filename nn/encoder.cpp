@@ -1,13 +1,38 @@
 #include "nn/encoder.h"
 
+#include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "autograd/ops/elementwise.h"
+#include "autograd/ops/indexing.h"
 #include "nn/attention.h"
 #include "nn/module_gradcheck.h"
 
 namespace tapegrad::nn {
+
+namespace {
+
+/// attn_mask with every key after its query hidden as well: the causal mask alone when attn_mask is
+/// undefined, the union of the two for a bool mask, -inf over a float one.   -> (T, T) (or attn_mask's shape)
+Tensor with_causal(const Tensor& attn_mask, int64_t T) {
+  const Tensor causal = causal_mask(T);
+  if (!attn_mask.defined()) return causal;
+  if (attn_mask.dtype() != DType::boolean)
+    return masked_fill(attn_mask, causal, -std::numeric_limits<double>::infinity());
+  // Bool masks are data (masked_fill takes floats only): the union element by element, key j > query i.
+  const Tensor given = attn_mask.contiguous();
+  if (given.dim() < 2 || given.size(-1) != T || given.size(-2) != T)
+    throw ShapeError(cat("TransformerEncoderLayer: attn_mask ", given.shape(), " must end in (T, T) = [", T, ",", T,
+                         "] to combine with the causal mask"));
+  std::vector<int> values(static_cast<size_t>(given.numel()));
+  const bool* hidden = given.data<bool>();
+  for (int64_t n = 0; n < given.numel(); ++n) values[n] = hidden[n] || n % T > (n / T) % T;
+  return mask(values, given.shape());
+}
+
+}  // namespace
 
 TransformerEncoderLayer::TransformerEncoderLayer(const EncoderLayerOptions& options, Generator& gen,
                                                  std::shared_ptr<Generator> dropout_rng)
@@ -28,25 +53,27 @@ TransformerEncoderLayer::TransformerEncoderLayer(const EncoderLayerOptions& opti
 }
 
 Tensor TransformerEncoderLayer::attention_block(const Tensor& x, const Tensor& attn_mask,
-                                                const Tensor& key_padding_mask,
-                                                std::vector<Tensor>* attention_weights) const {
+                                                const Tensor& key_padding_mask, std::vector<Tensor>* attention_weights,
+                                                const PositionalEncoding* positions) const {
   const bool need_weights = attention_weights != nullptr;
-  AttentionResult result = self_attn_->attend(x, attn_mask, key_padding_mask, need_weights);
+  const Tensor mask = options_.causal ? with_causal(attn_mask, x.size(1)) : attn_mask;
+  AttentionResult result = self_attn_->attend(x, mask, key_padding_mask, need_weights, positions);
   if (need_weights) attention_weights->push_back(result.weights);
   return dropout1_->forward(result.output);
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
-                                        std::vector<Tensor>* attention_weights) const {
+                                        std::vector<Tensor>* attention_weights,
+                                        const PositionalEncoding* positions) const {
   const ScopeName scope = enter_scope();
   if (x.dim() != 3 || x.size(-1) != options_.d_model)
     throw ShapeError(
         cat("TransformerEncoderLayer: x ", x.shape(), " must be (B, T, C) with C = d_model = ", options_.d_model));
   if (options_.norm_first) {
-    const Tensor h = x + attention_block(norm1_->forward(x), attn_mask, key_padding_mask, attention_weights);
+    const Tensor h = x + attention_block(norm1_->forward(x), attn_mask, key_padding_mask, attention_weights, positions);
     return h + dropout2_->forward(feed_forward_->forward(norm2_->forward(h)));
   }
-  const Tensor h = norm1_->forward(x + attention_block(x, attn_mask, key_padding_mask, attention_weights));
+  const Tensor h = norm1_->forward(x + attention_block(x, attn_mask, key_padding_mask, attention_weights, positions));
   return norm2_->forward(h + dropout2_->forward(feed_forward_->forward(h)));
 }
 
@@ -69,13 +96,13 @@ TransformerEncoder::TransformerEncoder(int64_t n_layers, const EncoderLayerOptio
 }
 
 Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
-                                   std::vector<Tensor>* attention_weights) const {
+                                   std::vector<Tensor>* attention_weights, const PositionalEncoding* positions) const {
   const ScopeName scope = enter_scope();
   Tensor h = x;
   {
     const ScopeName in_layers = layers_->enter_scope();  // the list has no forward of its own: "layers.1"
     for (size_t i = 0; i < layers_->size(); ++i)
-      h = (*layers_)[i].forward(h, attn_mask, key_padding_mask, attention_weights);
+      h = (*layers_)[i].forward(h, attn_mask, key_padding_mask, attention_weights, positions);
   }
   return norm_ ? norm_->forward(h) : h;
 }

@@ -28,6 +28,8 @@ struct EncoderLayerOptions {
   std::string attention = "softmax";
   std::string norm = "layernorm";
   std::string ffn = "dense";
+  bool causal = false;       // GPT-style: position i attends to positions j <= i only (nn::causal_mask)
+  double temperature = 1.0;  // τ > 0 of the attention: softmax(q kᵀ / (√D · τ))
 };
 
 /// One encoder layer: self-attention and a feed-forward block, each with a residual connection and a
@@ -43,11 +45,14 @@ class TransformerEncoderLayer : public Module {
   /// dropout_rng, which may be null only when options.dropout == 0.
   TransformerEncoderLayer(const EncoderLayerOptions& options, Generator& gen, std::shared_ptr<Generator> dropout_rng);
 
-  /// The layer applied to x. attn_mask: (T, T), bool true = hidden (or float, added); key_padding_mask:
-  /// (B, T), bool true = pad. When attention_weights is given, this layer's per-head attention
-  /// probabilities (B, H, T, T) are appended to it.   x: (B, T, C) -> (B, T, C)
+  /// The layer applied to x. attn_mask: (T, T), bool true = hidden (or float, added), combined with the
+  /// causal mask when options.causal; key_padding_mask: (B, T), bool true = pad. When attention_weights is
+  /// given, this layer's per-head attention probabilities (B, H, T, T) are appended to it. positions: the
+  /// model's positional encoding, handed to the attention for its hooks (may be null).
+  ///   x: (B, T, C) -> (B, T, C)
   Tensor forward(const Tensor& x, const Tensor& attn_mask = {}, const Tensor& key_padding_mask = {},
-                 std::vector<Tensor>* attention_weights = nullptr) const;
+                 std::vector<Tensor>* attention_weights = nullptr,
+                 const PositionalEncoding* positions = nullptr) const;
 
   const EncoderLayerOptions& options() const { return options_; }
   const SelfAttention& self_attn() const { return *self_attn_; }
@@ -60,7 +65,7 @@ class TransformerEncoderLayer : public Module {
  private:
   /// dropout1(self_attn(x)), recording the weights when asked.   x: (B, T, C) -> (B, T, C)
   Tensor attention_block(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
-                         std::vector<Tensor>* attention_weights) const;
+                         std::vector<Tensor>* attention_weights, const PositionalEncoding* positions) const;
 
   EncoderLayerOptions options_;
   // Owned by the children list (on the heap, so the pointers survive moving the layer).
@@ -95,9 +100,11 @@ class TransformerEncoder : public Module {
                      std::shared_ptr<Generator> dropout_rng);
 
   /// Every layer in order with the same masks, then the final norm if any. When attention_weights is given,
-  /// each layer appends its (B, H, T, T) weights.   x: (B, T, C) -> (B, T, C)
+  /// each layer appends its (B, H, T, T) weights; every layer's attention gets positions (may be null).
+  ///   x: (B, T, C) -> (B, T, C)
   Tensor forward(const Tensor& x, const Tensor& attn_mask = {}, const Tensor& key_padding_mask = {},
-                 std::vector<Tensor>* attention_weights = nullptr) const;
+                 std::vector<Tensor>* attention_weights = nullptr,
+                 const PositionalEncoding* positions = nullptr) const;
 
   size_t n_layers() const { return layers_->size(); }
   const TransformerEncoderLayer& layer(size_t i) const { return (*layers_)[i]; }
