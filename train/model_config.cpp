@@ -9,9 +9,10 @@ nlohmann::json model_config_json(const nn::ClassifierOptions& options) { return 
 
 nn::ClassifierOptions model_options_from_json(const nlohmann::json& config, const std::string& file,
                                               const std::string& prefix) {
-  // The keys that came with the norm, attention and ffn components: absent in older checkpoints, which
-  // used the built-in variants (the defaults).
-  static const std::set<std::string> added_later = {"attention", "norm", "ffn"};
+  // The keys that came after the first checkpoints: the norm, attention and ffn components, causal and
+  // temperature. Older checkpoints lack them and were trained with the defaults (the built-in variants,
+  // bidirectional attention, τ = 1).
+  static const std::set<std::string> added_later = {"attention", "norm", "ffn", "causal", "temperature"};
   static const nlohmann::json example = nn::ClassifierOptions();
   nn::ClassifierOptions options = checked_like(config, example, file, prefix, added_later).get<nn::ClassifierOptions>();
   try {

@@ -35,6 +35,8 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   require(std::isfinite(o.clip_grad) && o.clip_grad >= 0, "clip_grad", "a finite number >= 0 (0: off)", o.clip_grad);
   require(o.target_acc >= 0 && o.target_acc <= 1, "target_acc", "a fraction in [0, 1] (0: never stop early)", o.target_acc);
   require(o.model.dropout >= 0 && o.model.dropout < 1, "model.dropout", "in [0, 1)", o.model.dropout);
+  require(std::isfinite(o.model.temperature) && o.model.temperature > 0, "model.temperature", "a finite number > 0",
+          o.model.temperature);
   require(o.batch_size > 0, "batch_size", "positive", o.batch_size);
   require(o.steps >= 0, "steps", "positive", o.steps);
   require(o.epochs >= 0, "epochs", "positive", o.epochs);

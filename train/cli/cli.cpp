@@ -65,7 +65,7 @@ void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
   if (given("--valid")) refuse({"--valid-fraction"}, "splits --data, but --valid gives the validation set");
   if (given("--init"))
     refuse({"--d-model", "--heads", "--ff", "--layers", "--context-length", "--activation", "--norm-first", "--final-norm",
-            "--pool", "--positional", "--attention", "--norm", "--ffn", "--dropout"},
+            "--pool", "--positional", "--attention", "--norm", "--ffn", "--dropout", "--causal", "--temperature"},
            "has no effect with --init: the model is the checkpoint's");
   if (f.options.optimizer != "sgd") refuse({"--momentum"}, cat("applies to --optimizer sgd only, not ", f.options.optimizer));
   if (!given("--data") && !given("--train-size"))
@@ -128,6 +128,8 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   cmd->add_flag("--norm-first", o.model.norm_first, "Pre-LN layers (the norm before attention and feed-forward)");
   cmd->add_flag("--final-norm", o.model.final_norm, "A norm after the last encoder layer");
   cmd->add_option("--dropout", o.model.dropout, "Dropout probability")->capture_default_str();
+  cmd->add_flag("--causal", o.model.causal, "Causal self-attention: each position sees earlier ones only (GPT-style)");
+  cmd->add_option("--temperature", o.model.temperature, "Attention softmax temperature: softmax(q k^T / (sqrt(D) * t))")->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "sgd | adam | adamw")->capture_default_str();
   cmd->add_option("--lr", o.lr, "Learning rate")->capture_default_str();
   cmd->add_option("--weight-decay", o.weight_decay, "Weight decay (decoupled for adamw, L2 otherwise)")->capture_default_str();
