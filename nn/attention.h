@@ -40,7 +40,8 @@ struct MultiHeadAttentionOptions {
   bool bias = true;      // in_proj_bias and out_proj.bias
   double dropout = 0.0;  // on the attention probabilities, in training mode
   // τ > 0: softmax(q kᵀ / (√D · τ)). Above 1 flattens the weights towards uniform, below 1 sharpens them;
-  // 1 is the standard attention, computed exactly as without the option.
+  // 1 is the standard attention, computed exactly as without the option. A positional bias
+  // (PositionalEncoding::attention_bias) is added as it is, not divided by τ.
   double temperature = 1.0;
 };
 
