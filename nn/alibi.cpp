@@ -56,6 +56,26 @@ Tensor AlibiPositionalEncoding::attention_bias(int64_t n_heads, int64_t T_q, int
 
 namespace {
 
+// The whole micro classifier with alibi positions, over every named parameter: the encoding reaches each
+// layer's attention through SequenceClassifier::encode. Row 1 ends in two pads.
+GradcheckCase classifier_with_alibi() {
+  const Tensor id_tensor = ids({3, 1, 4, 1, 5, 2, 6, 5, 0, 0}, {2, 5});
+  const Tensor padding = mask({0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, {2, 5});
+  return module_case<SequenceClassifier>(
+      "nn/alibi/classifier",
+      [](Generator& init) {
+        ClassifierOptions o = micro_classifier();
+        o.positional = "alibi";
+        o.norm_first = true;
+        return std::make_unique<SequenceClassifier>(o, init, nullptr);
+      },
+      {},
+      [id_tensor, padding](const SequenceClassifier& model, const std::vector<Tensor>&) {
+        return model.forward(id_tensor, padding);
+      },
+      823);
+}
+
 // One initialiser runs every registration of this file when the library loads.
 const bool registered = [] {
   register_component<PositionalKind>(
@@ -77,7 +97,8 @@ const bool registered = [] {
                              alibi.get())
             .output;
       },
-      613)});
+      613),
+      classifier_with_alibi()});
   return true;
 }();
 

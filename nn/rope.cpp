@@ -69,6 +69,27 @@ std::pair<Tensor, Tensor> RotaryPositionalEncoding::rotate_query_key(const Tenso
 
 namespace {
 
+// The whole micro classifier with rope positions, over every named parameter: the encoding reaches each
+// layer's attention through SequenceClassifier::encode. Row 1 ends in two pads.
+GradcheckCase classifier_with_rope() {
+  const Tensor id_tensor = ids({3, 1, 4, 1, 5, 2, 6, 5, 0, 0}, {2, 5});
+  const Tensor padding = mask({0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, {2, 5});
+  return module_case<SequenceClassifier>(
+      "nn/rope/classifier",
+      [](Generator& init) {
+        ClassifierOptions o = micro_classifier();
+        o.positional = "rope";
+        o.causal = true;
+        o.temperature = 0.7;
+        return std::make_unique<SequenceClassifier>(o, init, nullptr);
+      },
+      {},
+      [id_tensor, padding](const SequenceClassifier& model, const std::vector<Tensor>&) {
+        return model.forward(id_tensor, padding);
+      },
+      811);
+}
+
 // One initialiser runs every registration of this file when the library loads.
 const bool registered = [] {
   register_component<PositionalKind>(
@@ -99,6 +120,7 @@ const bool registered = [] {
                 .output;
           },
           509),
+      classifier_with_rope(),
   });
   return true;
 }();
