@@ -11,7 +11,9 @@ nn::ClassifierOptions model_options_from_json(const nlohmann::json& config, cons
                                               const std::string& prefix) {
   // The keys that came with the norm, attention and ffn components: absent in older checkpoints, which
   // used the built-in variants (the defaults).
-  static const std::set<std::string> added_later = {"attention", "norm", "ffn"};
+  // Likewise the moe block's keys (experts, top_k, moe_aux_weight): a checkpoint without them used no moe,
+  // and the defaults are valid.
+  static const std::set<std::string> added_later = {"attention", "norm", "ffn", "experts", "top_k", "moe_aux_weight"};
   static const nlohmann::json example = nn::ClassifierOptions();
   nn::ClassifierOptions options = checked_like(config, example, file, prefix, added_later).get<nn::ClassifierOptions>();
   try {

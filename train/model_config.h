@@ -15,7 +15,7 @@ namespace tapegrad::nn {
 // (after checked_like's strict reading) read.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClassifierOptions, vocab_size, d_model, n_heads, d_ff, n_layers, context_length,
                                    num_classes, dropout, norm_first, layer_norm_eps, final_norm, pad_id, positional,
-                                   attention, norm, ffn, pool, activation)
+                                   attention, norm, ffn, pool, activation, experts, top_k, moe_aux_weight)
 
 }  // namespace tapegrad::nn
 
