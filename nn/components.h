@@ -3,7 +3,7 @@
 //   positional   what is added to the token embeddings          learned, sinusoidal
 //   attention    the self-attention of an encoder layer          softmax
 //   norm         the normalisation of an encoder layer (norm1, norm2) and the final one   layernorm
-//   ffn          the position-wise block of an encoder layer      dense
+//   ffn          the position-wise block of an encoder layer      dense, moe
 //   pool         how the sequence becomes one vector              mean, cls
 //   activation   inside the dense feed-forward block              relu, gelu
 // A variant registers itself in the file that defines it, and a built-in one exactly as a user's does:
