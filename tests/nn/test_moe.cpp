@@ -53,7 +53,9 @@ TEST_CASE("moe: parameter names, shapes and count") {
   layer.experts = 3;
   CHECK(component<FeedForwardKind>("moe").parameter_count(layer) == 3 * 58 + 15);
   std::string problems;
-  for (const std::string& problem : component_problems()) problems += problem + "\n";
+  // Only moe's: test_components registers a deliberately broken norm that the whole run also sees.
+  for (const std::string& problem : component_problems())
+    if (problem.rfind("ffn 'moe'", 0) == 0) problems += problem + "\n";
   CHECK(problems == "");
 }
 
