@@ -19,6 +19,9 @@ EncoderLayerOptions layer_options(const ClassifierOptions& o) {
   layer.ffn = o.ffn;
   layer.causal = o.causal;
   layer.temperature = o.temperature;
+  layer.experts = o.experts;
+  layer.top_k = o.top_k;
+  layer.moe_aux_weight = o.moe_aux_weight;
   return layer;
 }
 
@@ -89,6 +92,11 @@ void validate(const ClassifierOptions& o, const std::string& context) {
     throw fail("temperature", o.temperature, "must be finite and > 0");
   if (o.pad_id < -1 || o.pad_id >= o.vocab_size)
     throw fail("pad_id", o.pad_id, cat("is outside the vocabulary [0, ", o.vocab_size, ") (use -1 for none)"));
+  // 1024 experts is far beyond any model trained here, and keeps E·(2CF + F + C) within int64.
+  if (o.experts < 1 || o.experts > 1024) throw fail("experts", o.experts, "is outside [1, 1024]");
+  if (o.top_k < 1 || o.top_k > o.experts) throw fail("top_k", o.top_k, cat("is outside [1, experts = ", o.experts, "]"));
+  if (!(std::isfinite(o.moe_aux_weight) && o.moe_aux_weight >= 0))
+    throw fail("moe_aux_weight", o.moe_aux_weight, "must be finite and >= 0");
   check_registered<PositionalKind>(o.positional, context);
   check_registered<AttentionKind>(o.attention, context);
   check_registered<NormKind>(o.norm, context);
@@ -146,6 +154,15 @@ Tensor SequenceClassifier::encode(const Tensor& ids, const Tensor& key_padding_m
 Tensor SequenceClassifier::pool(const Tensor& x, const Tensor& key_padding_mask) const {
   const ScopeName scope = enter_scope();
   return pooling_->forward(x, key_padding_mask);
+}
+
+Tensor SequenceClassifier::auxiliary_loss() const {
+  Tensor total;
+  for (size_t i = 0; i < encoder_->n_layers(); ++i) {
+    const Tensor layer_loss = encoder_->layer(i).feed_forward().auxiliary_loss();
+    if (layer_loss.defined()) total = total.defined() ? total + layer_loss : layer_loss;
+  }
+  return total;
 }
 
 Tensor SequenceClassifier::forward(const Tensor& ids, const Tensor& key_padding_mask,

@@ -49,6 +49,10 @@ struct ClassifierOptions {
   std::string activation = "relu";
   bool causal = false;       // every layer's self-attention sees earlier positions only (GPT-style)
   double temperature = 1.0;  // τ > 0 of every layer's attention: softmax(q kᵀ / (√D · τ))
+  // The "moe" feed-forward block (nn/moe.h): number of experts, experts per token, load-balancing weight.
+  int64_t experts = 4;
+  int64_t top_k = 2;
+  double moe_aux_weight = 0.01;
 };
 
 /// The smallest classifier worth checking: vocab 7, d_model 4, 2 heads, d_ff 6, 2 layers, context 6,
@@ -68,7 +72,7 @@ inline constexpr int64_t kMaxClassifierLayers = int64_t{1} << 16;
 /// Checks every field's range and throws a ValueError "<context>: <field> = <value> <what is wrong>" for
 /// the first bad one: vocab_size, d_model, d_ff, context_length in [1, 2^24]; num_classes in [2, 2^24] (one
 /// class has nothing to learn: its probability is always 1); n_heads >= 1 dividing d_model; n_layers in
-/// [0, 2^16]; dropout in [0, 1); layer_norm_eps finite and > 0; pad_id in [-1, vocab_size); and the total
+/// [0, 2^16]; dropout in [0, 1); experts in [1, 1024]; top_k in [1, experts]; moe_aux_weight finite, >= 0; layer_norm_eps finite and > 0; pad_id in [-1, vocab_size); and the total
 /// parameter count within int64; every component name registered ("<context>: norm = 'rmsnorm' is not
 /// registered (registered: layernorm)"). The SequenceClassifier constructor calls it; so do the config
 /// readers, with the file as context.
@@ -100,6 +104,10 @@ class SequenceClassifier : public Module {
                 std::vector<Tensor>* attention_weights = nullptr) const;
   /// The pooled vector of each sequence from encoded positions.   x: (B, T, C), mask: (B, T) -> (B, C)
   Tensor pool(const Tensor& x, const Tensor& key_padding_mask = {}) const;
+  /// The sum of the encoder layers' auxiliary losses from the last forward (FeedForwardBlock::
+  /// auxiliary_loss, already weighted: moe's load balancing), for the trainer to add to the task loss;
+  /// undefined when no layer has one.   -> () scalar
+  Tensor auxiliary_loss() const;
 
   const ClassifierOptions& options() const { return options_; }
   std::shared_ptr<Generator> dropout_rng() const { return dropout_rng_; }

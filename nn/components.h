@@ -3,7 +3,7 @@
 //   positional   what is added to the token embeddings, or done inside attention   learned, sinusoidal, rope, alibi
 //   attention    the self-attention of an encoder layer          softmax
 //   norm         the normalisation of an encoder layer (norm1, norm2) and the final one   layernorm
-//   ffn          the position-wise block of an encoder layer      dense
+//   ffn          the position-wise block of an encoder layer      dense, moe
 //   pool         how the sequence becomes one vector              mean, cls
 //   activation   inside the dense feed-forward block              relu, gelu
 // A variant registers itself in the file that defines it, and a built-in one exactly as a user's does:
@@ -88,6 +88,17 @@ class FeedForwardBlock : public Module {
  public:
   /// Each position transformed on its own.   x: (B, T, C) -> (B, T, C)
   virtual Tensor forward(const Tensor& x) const = 0;
+  /// forward(x) in a batch whose padding key_padding_mask marks (bool (B, T), true = pad; may be undefined).
+  /// The encoder layer calls this one. A block that keeps statistics over the tokens (moe: its routing
+  /// fractions) overrides it to leave the pads out of them; the default ignores the mask, which is right for
+  /// any block that transforms each position on its own and nothing more.   x: (B, T, C) -> (B, T, C)
+  virtual Tensor forward_masked(const Tensor& x, const Tensor& key_padding_mask) const {
+    (void)key_padding_mask;
+    return forward(x);
+  }
+  /// The block's auxiliary training loss from its last forward, already weighted, for the trainer to add to
+  /// the task loss (moe: the load-balancing loss); an undefined Tensor (the default) for a block with none.
+  virtual Tensor auxiliary_loss() const { return {}; }
 };
 
 /// How the encoder's output becomes one vector per sequence (registered as "pool").

@@ -71,10 +71,10 @@ Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& attn_mask
         cat("TransformerEncoderLayer: x ", x.shape(), " must be (B, T, C) with C = d_model = ", options_.d_model));
   if (options_.norm_first) {
     const Tensor h = x + attention_block(norm1_->forward(x), attn_mask, key_padding_mask, attention_weights, positions);
-    return h + dropout2_->forward(feed_forward_->forward(norm2_->forward(h)));
+    return h + dropout2_->forward(feed_forward_->forward_masked(norm2_->forward(h), key_padding_mask));
   }
   const Tensor h = norm1_->forward(x + attention_block(x, attn_mask, key_padding_mask, attention_weights, positions));
-  return norm2_->forward(h + dropout2_->forward(feed_forward_->forward(h)));
+  return norm2_->forward(h + dropout2_->forward(feed_forward_->forward_masked(h, key_padding_mask)));
 }
 
 TransformerEncoderLayer& TransformerEncoderLayers::append(std::unique_ptr<TransformerEncoderLayer> layer) {

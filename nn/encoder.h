@@ -30,6 +30,11 @@ struct EncoderLayerOptions {
   std::string ffn = "dense";
   bool causal = false;       // GPT-style: position i attends to positions j <= i only (nn::causal_mask)
   double temperature = 1.0;  // τ > 0 of the attention: softmax(q kᵀ / (√D · τ))
+  // The "moe" feed-forward block (nn/moe.h): experts of width d_ff, each token routed to top_k of them, and
+  // the weight of its load-balancing loss in the training loss.
+  int64_t experts = 4;
+  int64_t top_k = 2;
+  double moe_aux_weight = 0.01;
 };
 
 /// One encoder layer: self-attention and a feed-forward block, each with a residual connection and a

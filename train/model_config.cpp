@@ -7,14 +7,19 @@ namespace tapegrad {
 
 nlohmann::json model_config_json(const nn::ClassifierOptions& options) { return options; }
 
+const std::set<std::string>& model_keys_added_later() {
+  // The keys that came after the first checkpoints: the norm, attention and ffn components, causal and
+  // temperature, and the moe block's. Older checkpoints lack them and were trained with the defaults (the
+  // built-in variants, bidirectional attention, τ = 1, no moe).
+  static const std::set<std::string> keys = {"attention", "norm",        "ffn",   "causal",
+                                             "temperature", "experts", "top_k", "moe_aux_weight"};
+  return keys;
+}
+
 nn::ClassifierOptions model_options_from_json(const nlohmann::json& config, const std::string& file,
                                               const std::string& prefix) {
-  // The keys that came after the first checkpoints: the norm, attention and ffn components, causal and
-  // temperature. Older checkpoints lack them and were trained with the defaults (the built-in variants,
-  // bidirectional attention, τ = 1).
-  static const std::set<std::string> added_later = {"attention", "norm", "ffn", "causal", "temperature"};
   static const nlohmann::json example = nn::ClassifierOptions();
-  nn::ClassifierOptions options = checked_like(config, example, file, prefix, added_later).get<nn::ClassifierOptions>();
+  nn::ClassifierOptions options = checked_like(config, example, file, prefix, model_keys_added_later()).get<nn::ClassifierOptions>();
   try {
     nn::validate(options, prefix.empty() ? file : cat(file, ": '", prefix.substr(0, prefix.size() - 1), "'"));
   } catch (const ValueError& e) {

@@ -4,6 +4,7 @@
 // attention and ffn components existed have no such keys and load with the built-in ones (layernorm,
 // softmax, dense), which is what they were trained with.
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -15,12 +16,15 @@ namespace tapegrad::nn {
 // (after checked_like's strict reading) read.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClassifierOptions, vocab_size, d_model, n_heads, d_ff, n_layers, context_length,
                                    num_classes, dropout, norm_first, layer_norm_eps, final_norm, pad_id, positional,
-                                   attention, norm, ffn, pool, activation, causal, temperature)
+                                   attention, norm, ffn, pool, activation, causal, temperature, experts, top_k,
+                                   moe_aux_weight)
 
 }  // namespace tapegrad::nn
 
 namespace tapegrad {
 
+/// The config.json keys an older checkpoint may lack; reading one takes the default for each.
+const std::set<std::string>& model_keys_added_later();
 /// config.json of a classifier.
 nlohmann::json model_config_json(const nn::ClassifierOptions& options);
 /// The model options of a config.json object, read strictly (strict_json.h: every key present, of

@@ -93,8 +93,12 @@ json to_json(const TrainOptions& options) {
 TrainOptions train_options_from_json(const json& j, const std::string& path) {
   // Strict as config.json is (strict_json.h): trainer.json decides how a resumed run goes on, so a value
   // of the wrong type or a misspelt key must not be converted or ignored. Keys that came later are
-  // optional: log_every, overwrite, and the model's component names (model_config.h).
-  static const std::set<std::string> added_later = {"log_every", "overwrite", "attention", "norm", "ffn"};
+  // optional: log_every, overwrite, and the model's (model_keys_added_later).
+  static const std::set<std::string> added_later = [] {
+    std::set<std::string> keys = model_keys_added_later();
+    keys.insert({"log_every", "overwrite"});
+    return keys;
+  }();
   static const json example = TrainOptions();
   const json checked = checked_like(j, example, path, "options.", added_later);
   if (const int64_t threads = checked.at("threads").get<int64_t>(); threads < 0 || threads > kMaxThreads)

@@ -159,11 +159,17 @@ TrainSummary loop(Run& run, std::ostream& log) try {
     const Batch batch = make_batch(run.data.stream->next_batch(o.batch_size), run.data.vocab, run.data.labels, o.context_length, cls);
     run.truncated += batch.truncated;
     const Tensor logits = run.model->forward(batch.ids, batch.key_padding_mask);
-    const Tensor loss = cross_entropy(logits, batch.targets);
+    const Tensor task_loss = cross_entropy(logits, batch.targets);
+    // Blocks with a training objective of their own (moe's load balancing) add it, already weighted; the
+    // reported loss stays the task's, comparable with the validation loss.
+    const Tensor auxiliary = run.model->auxiliary_loss();
+    const Tensor loss = auxiliary.defined() ? task_loss + auxiliary : task_loss;
     run.optimizer->zero_grad();
     backward(loss);
-    const double loss_value = loss.item();  // the one float a step reads back; rows average it
+    const double loss_value = task_loss.item();  // the one float a step reads back; rows average it
     if (!std::isfinite(loss_value)) throw diverged(run, run.step + 1, cat("loss ", loss_value));
+    if (auxiliary.defined() && !std::isfinite(auxiliary.item()))
+      throw diverged(run, run.step + 1, cat("auxiliary loss ", auxiliary.item()));
     if (o.clip_grad > 0) optim::clip_grad_norm(params, o.clip_grad);
     run.optimizer->set_lr(run.schedule.lr_at(run.step));
     run.optimizer->step();

@@ -70,7 +70,7 @@ TEST_CASE("components: the built-in variants are registered under their names") 
   std::sort(positional.begin(), positional.end());
   CHECK(positional == std::vector<std::string>{"alibi", "learned", "rope", "sinusoidal"});
   CHECK(component_names<AttentionKind>() == std::vector<std::string>{"softmax"});
-  CHECK(component_names<FeedForwardKind>() == std::vector<std::string>{"dense"});
+  CHECK(component_names<FeedForwardKind>() == std::vector<std::string>{"dense", "moe"});
   CHECK(component_names<PoolKind>() == std::vector<std::string>{"mean", "cls"});
   CHECK(component_names<ActivationKind>() == std::vector<std::string>{"relu", "gelu"});
   CHECK(component_names<NormKind>() == std::vector<std::string>{"layernorm", "test-scale"});  // built-in first

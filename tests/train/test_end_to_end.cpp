@@ -155,12 +155,14 @@ TEST_CASE("checkpoints: a config.json written before the component keys loads wi
   CHECK(config.at("ffn") == "dense");
   const LoadedModel current = load_model(options.out);
   // As tapegrad wrote it before the norm, attention and ffn components existed.
-  for (const char* key : {"norm", "attention", "ffn"}) config.erase(key);
+  for (const char* key : {"norm", "attention", "ffn", "experts", "top_k", "moe_aux_weight"}) config.erase(key);
   std::ofstream(config_path, std::ios::trunc) << config.dump(2) << "\n";
   const LoadedModel old = load_model(options.out);
   CHECK(old.options.norm == "layernorm");
   CHECK(old.options.attention == "softmax");
   CHECK(old.options.ffn == "dense");
+  CHECK(old.options.experts == 4);
+  CHECK(old.options.top_k == 2);
   const std::vector<std::vector<int64_t>> sequences = {{3, 4, 5, 3}, {6, 3}};
   CHECK(tensor_bytes(classify(*old.model, sequences, 64)) == tensor_bytes(classify(*current.model, sequences, 64)));
 }

@@ -65,7 +65,8 @@ void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
   if (given("--valid")) refuse({"--valid-fraction"}, "splits --data, but --valid gives the validation set");
   if (given("--init"))
     refuse({"--d-model", "--heads", "--ff", "--layers", "--context-length", "--activation", "--norm-first", "--final-norm",
-            "--pool", "--positional", "--attention", "--norm", "--ffn", "--dropout", "--causal", "--temperature"},
+            "--pool", "--positional", "--attention", "--norm", "--ffn", "--dropout", "--causal", "--temperature",
+            "--experts", "--top-k", "--moe-aux-weight"},
            "has no effect with --init: the model is the checkpoint's");
   if (f.options.optimizer != "sgd") refuse({"--momentum"}, cat("applies to --optimizer sgd only, not ", f.options.optimizer));
   if (!given("--data") && !given("--train-size"))
@@ -123,6 +124,10 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   add_component_option<nn::AttentionKind>(cmd, "--attention", o.model.attention, "Self-attention of each layer");
   add_component_option<nn::NormKind>(cmd, "--norm", o.model.norm, "Normalisation of each layer (and the final one)");
   add_component_option<nn::FeedForwardKind>(cmd, "--ffn", o.model.ffn, "Position-wise block of each layer");
+  cmd->add_option("--experts", o.model.experts, "--ffn moe: experts per layer")->capture_default_str();
+  cmd->add_option("--top-k", o.model.top_k, "--ffn moe: experts each token goes through")->capture_default_str();
+  cmd->add_option("--moe-aux-weight", o.model.moe_aux_weight, "--ffn moe: weight of the load-balancing loss")
+      ->capture_default_str();
   add_component_option<nn::ActivationKind>(cmd, "--activation", o.model.activation, "Activation of the feed-forward block");
   add_component_option<nn::PoolKind>(cmd, "--pool", o.model.pool, "How a sequence becomes one vector");
   cmd->add_flag("--norm-first", o.model.norm_first, "Pre-LN layers (the norm before attention and feed-forward)");
