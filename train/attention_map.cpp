@@ -19,39 +19,19 @@ using svg::text;
 using svg::text_width;
 
 /// The sequential scale from white (0) to dark blue (1): ColorBrewer "Blues" with a pure white end.
-constexpr std::array<std::array<int, 3>, 9> kBlues = {{{255, 255, 255},
-                                                       {222, 235, 247},
-                                                       {198, 219, 239},
-                                                       {158, 202, 225},
-                                                       {107, 174, 214},
-                                                       {66, 146, 198},
-                                                       {33, 113, 181},
-                                                       {8, 81, 156},
-                                                       {8, 48, 107}}};
+constexpr std::array<svg::Rgb, 9> kBlues = {{{255, 255, 255},
+                                             {222, 235, 247},
+                                             {198, 219, 239},
+                                             {158, 202, 225},
+                                             {107, 174, 214},
+                                             {66, 146, 198},
+                                             {33, 113, 181},
+                                             {8, 81, 156},
+                                             {8, 48, 107}}};
 
-/// "#rrggbb" for an RGB triple.
-std::string hex_colour(int r, int g, int b) {
-  constexpr const char* digits = "0123456789abcdef";
-  std::string s = "#";
-  for (int c : {r, g, b}) {
-    s += digits[(c >> 4) & 15];
-    s += digits[c & 15];
-  }
-  return s;
-}
-
-/// The colour of a weight, interpolated linearly between the scale's stops (clamped to [0, 1]); NaN is
-/// a light red that no weight can have, so a broken softmax stands out.
-std::string weight_colour(double w) {
-  if (std::isnan(w)) return "#f4a3a3";
-  const double t = std::clamp(w, 0.0, 1.0) * (kBlues.size() - 1);
-  const size_t i = std::min(static_cast<size_t>(t), kBlues.size() - 2);
-  const double f = t - static_cast<double>(i);
-  int rgb[3];
-  for (int c = 0; c < 3; ++c)
-    rgb[c] = static_cast<int>(std::lround(kBlues[i][c] + f * (kBlues[i + 1][c] - kBlues[i][c])));
-  return hex_colour(rgb[0], rgb[1], rgb[2]);
-}
+/// The colour of a weight on kBlues (clamped to [0, 1]); NaN is a light red that no weight can have, so
+/// a broken softmax stands out.
+std::string weight_colour(double w) { return std::isnan(w) ? "#f4a3a3" : svg::colour_at(kBlues, w); }
 
 /// Checks one layer's weights against the token count and returns its number of heads.
 // weights: (H,T,T) or (1,H,T,T)
@@ -67,24 +47,6 @@ int64_t attention_heads(const Tensor& weights, size_t layer, int64_t tokens) {
     throw ShapeError(cat("write_attention_svg: weights[", layer, "] has shape ", s, " but there are ", tokens,
                          " tokens; expected (H,", tokens, ",", tokens, ") or (1,H,", tokens, ",", tokens, ")"));
   return s[s.rank() - 3];
-}
-
-/// A vertical colour bar at (x, y), `height` pixels tall, 0 at the bottom and 1 at the top, with ticks.
-void draw_colour_bar(std::string& out, double x, double y, double height) {
-  out += "<defs><linearGradient id=\"blues\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">\n";
-  for (size_t i = 0; i < kBlues.size(); ++i)
-    out += "<stop offset=\"" + num(static_cast<double>(i) / (kBlues.size() - 1), 3) + "\" stop-color=\"" +
-           hex_colour(kBlues[i][0], kBlues[i][1], kBlues[i][2]) + "\"/>\n";
-  out += "</linearGradient></defs>\n<g class=\"colour-bar\">\n";
-  text(out, x, y - 8, "weight", "font-size=\"11\" fill=\"#333333\"");
-  out += "<rect x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"14\" height=\"" + num(height) +
-         "\" fill=\"url(#blues)\" stroke=\"#999999\"/>\n";
-  for (double v : {0.0, 0.25, 0.5, 0.75, 1.0}) {
-    const double ty = y + height * (1 - v);
-    line(out, x + 14, ty, x + 18, ty, "stroke=\"#666666\"");
-    text(out, x + 21, ty + 4, num(v, 2), "font-size=\"10\" fill=\"#333333\"");
-  }
-  out += "</g>\n";
 }
 
 }  // namespace
@@ -170,7 +132,10 @@ void write_attention_svg(const std::string& path, const std::vector<std::string>
              "\" fill=\"none\" stroke=\"#999999\"/>\n</g>\n";
     }
   }
-  if (!weights.empty()) draw_colour_bar(out, bar_x, kTop + 20, bar_height);
+  if (!weights.empty()) {
+    constexpr std::array<double, 5> ticks = {0.0, 0.25, 0.5, 0.75, 1.0};
+    svg::colour_bar(out, bar_x, kTop + 20, bar_height, kBlues, "blues", "weight", 0, 1, ticks);
+  }
   out += "</svg>\n";
   write_file_atomic(path, out);
 }

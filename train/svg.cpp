@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "autograd/error.h"
 #include "train/text_lines.h"
 
 namespace tapegrad::svg {
@@ -150,6 +151,48 @@ void text(std::string& out, double x, double y, std::string_view content, std::s
 void line(std::string& out, double x1, double y1, double x2, double y2, std::string_view attrs) {
   out += "<line x1=\"" + num(x1) + "\" y1=\"" + num(y1) + "\" x2=\"" + num(x2) + "\" y2=\"" + num(y2) + "\" ";
   (out += attrs) += "/>\n";
+}
+
+std::string hex_colour(const Rgb& c) {
+  constexpr const char* digits = "0123456789abcdef";
+  std::string s = "#";
+  for (int v : c) {
+    s += digits[(v >> 4) & 15];
+    s += digits[v & 15];
+  }
+  return s;
+}
+
+std::string colour_at(std::span<const Rgb> stops, double t) {
+  if (stops.size() < 2) throw ValueError(cat("svg::colour_at: a colour scale needs at least 2 stops, got ", stops.size()));
+  const double u = std::clamp(t, 0.0, 1.0) * static_cast<double>(stops.size() - 1);
+  const size_t i = std::min(static_cast<size_t>(u), stops.size() - 2);  // t = 1 interpolates the last pair
+  const double f = u - static_cast<double>(i);
+  Rgb rgb;
+  for (size_t c = 0; c < 3; ++c)
+    rgb[c] = static_cast<int>(std::lround(stops[i][c] + f * (stops[i + 1][c] - stops[i][c])));
+  return hex_colour(rgb);
+}
+
+void colour_bar(std::string& out, double x, double y, double height, std::span<const Rgb> stops,
+                std::string_view gradient_id, std::string_view label, double lo, double hi,
+                std::span<const double> ticks) {
+  const std::string id = xml_escape(gradient_id);
+  out += "<defs><linearGradient id=\"" + id + "\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">\n";
+  for (size_t i = 0; i < stops.size(); ++i)
+    out += "<stop offset=\"" + num(static_cast<double>(i) / static_cast<double>(std::max<size_t>(stops.size() - 1, 1)), 3) +
+           "\" stop-color=\"" + hex_colour(stops[i]) + "\"/>\n";
+  out += "</linearGradient></defs>\n<g class=\"colour-bar\">\n";
+  text(out, x, y - 8, label, "font-size=\"11\" fill=\"#333333\"");
+  out += "<rect x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"14\" height=\"" + num(height) + "\" fill=\"url(#" + id +
+         ")\" stroke=\"#999999\"/>\n";
+  const Scale to_y{lo, hi, y + height, y};
+  for (double v : ticks) {
+    const double ty = to_y(v);
+    line(out, x + 14, ty, x + 18, ty, "stroke=\"#666666\"");
+    text(out, x + 21, ty + 4, num(v, 2), "font-size=\"10\" fill=\"#333333\"");
+  }
+  out += "</g>\n";
 }
 
 }  // namespace tapegrad::svg

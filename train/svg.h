@@ -3,7 +3,9 @@
 // (no scripts, no external resources, no dependencies) that any browser opens, numbers printed the same
 // in every locale, axes at round values, linear scales, and text made safe for XML.
 // The picture is built in a std::string, then written whole (write_file_atomic).
+#include <array>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,5 +67,23 @@ void text(std::string& out, double x, double y, std::string_view content, std::s
 
 /// Appends a <line> from (x1, y1) to (x2, y2) with attributes `attrs` (stroke etc.).
 void line(std::string& out, double x1, double y1, double x2, double y2, std::string_view attrs);
+
+/// An sRGB colour, each channel 0..255.
+using Rgb = std::array<int, 3>;
+
+/// "#rrggbb" for `c`.
+std::string hex_colour(const Rgb& c);
+
+/// The colour at `t` along a scale of evenly spaced `stops` (t = 0 the first, t = 1 the last; t is
+/// clamped to [0, 1]), interpolated linearly per channel between the two stops around it. A heatmap
+/// maps its value range onto t. Fewer than two stops is a ValueError.
+std::string colour_at(std::span<const Rgb> stops, double t);
+
+/// The legend of a heatmap: a vertical bar at (x, y), 14 px wide and `height` tall, filled with a
+/// <linearGradient id="`gradient_id`"> through `stops`, `lo` at the bottom and `hi` at the top, titled
+/// `label` above it, with a tick and a label at each of `ticks`. The id must be unique in the document.
+void colour_bar(std::string& out, double x, double y, double height, std::span<const Rgb> stops,
+                std::string_view gradient_id, std::string_view label, double lo, double hi,
+                std::span<const double> ticks);
 
 }  // namespace tapegrad::svg

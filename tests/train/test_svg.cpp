@@ -1,10 +1,12 @@
 // SVG primitives (train/svg.h): nice axes step by 1, 2 or 5 x 10^k and cover the data; text is escaped
-// for XML and labels are cut by code point.
+// for XML and labels are cut by code point; colour scales interpolate and the colour bar maps lo..hi upwards.
+#include <array>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <random>
 
+#include "autograd/error.h"
 #include "train/svg.h"
 
 using namespace tapegrad;
@@ -71,4 +73,25 @@ TEST_CASE("train: svg escape XML and truncate labels by code point") {
   CHECK(svg::truncate_label("abcdefghijklmnopqrstuvwxyz", 5) == "abcd\u2026");
   CHECK(svg::truncate_label("\xC3\xA9\xC3\xA9\xC3\xA9", 3) == "\xC3\xA9\xC3\xA9\xC3\xA9");
   CHECK(svg::truncate_label("\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9", 3) == "\xC3\xA9\xC3\xA9\u2026");  // never mid-character
+}
+
+TEST_CASE("train: svg colour scales interpolate between evenly spaced stops and clamp outside 0..1") {
+  const std::array<svg::Rgb, 3> stops = {{{0, 0, 255}, {255, 255, 255}, {255, 0, 0}}};
+  CHECK(svg::hex_colour({18, 52, 171}) == "#1234ab");
+  CHECK(svg::colour_at(stops, 0) == "#0000ff");
+  CHECK(svg::colour_at(stops, 0.5) == "#ffffff");
+  CHECK(svg::colour_at(stops, 1) == "#ff0000");  // the last stop itself, not past the end of the array
+  CHECK(svg::colour_at(stops, 0.25) == "#8080ff");  // halfway between the first two stops (127.5 rounds up)
+  CHECK(svg::colour_at(stops, -3) == "#0000ff");
+  CHECK(svg::colour_at(stops, 7) == "#ff0000");
+  CHECK_THROWS_AS(svg::colour_at(std::span<const svg::Rgb>(stops.data(), 1), 0.5), ValueError);
+
+  std::string bar;
+  const std::array<double, 3> ticks = {-1, 0, 1};
+  svg::colour_bar(bar, 10, 20, 100, stops, "rdbu", "value", -1, 1, ticks);
+  CHECK_THAT(bar, Catch::Matchers::Contains("<linearGradient id=\"rdbu\""));
+  CHECK_THAT(bar, Catch::Matchers::Contains("fill=\"url(#rdbu)\""));
+  // -1 at the bottom (y + height), 1 at the top (y): the tick labels sit 4 px below their ticks.
+  CHECK_THAT(bar, Catch::Matchers::Contains("<text x=\"31\" y=\"124\" font-size=\"10\" fill=\"#333333\">-1</text>"));
+  CHECK_THAT(bar, Catch::Matchers::Contains("<text x=\"31\" y=\"24\" font-size=\"10\" fill=\"#333333\">1</text>"));
 }
