@@ -65,7 +65,7 @@ ClassifierOptions small() {
 
 TEST_CASE("components: the built-in variants are registered under their names") {
   CHECK(component_names<PositionalKind>() == std::vector<std::string>{"learned", "sinusoidal"});
-  CHECK(component_names<AttentionKind>() == std::vector<std::string>{"softmax"});
+  CHECK(component_names<AttentionKind>() == std::vector<std::string>{"softmax", "linear"});
   CHECK(component_names<FeedForwardKind>() == std::vector<std::string>{"dense"});
   CHECK(component_names<PoolKind>() == std::vector<std::string>{"mean", "cls"});
   CHECK(component_names<ActivationKind>() == std::vector<std::string>{"relu", "gelu"});
