@@ -9,8 +9,10 @@
 #include "autograd/ops/indexing.h"
 #include "autograd/ops/matmul.h"
 #include "autograd/ops/reduce.h"
+#include "autograd/ops/scan.h"
 #include "autograd/ops/unary.h"
 #include "autograd/ops/views.h"
+#include "nn/attention.h"
 #include "nn/encoder.h"
 #include "nn/init.h"
 #include "nn/module_gradcheck.h"
@@ -19,6 +21,20 @@ namespace tapegrad::nn {
 
 Tensor elu_feature_map(const Tensor& x) { return elu(x) + 1.0; }
 
+namespace {
+
+/// Whether m is exactly causal_mask(T): bool (T, T), true above the diagonal and false elsewhere.
+bool is_causal_mask(const Tensor& m, int64_t T) {
+  if (m.dtype() != DType::boolean || m.dim() != 2 || m.size(0) != T || m.size(1) != T) return false;
+  const std::vector<double> values = m.to_vector();
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j)
+      if ((values[i * T + j] != 0) != (j > i)) return false;
+  return true;
+}
+
+}  // namespace
+
 // Linear attention.   q: (B, ..., T_q, D), k: (B, ..., T_k, D), v: (B, ..., T_k, D_v)
 //   φq = φ(q), φk = φ(k)                 (.., T, D)       φ = elu + 1 > 0; a pad key's row of φk set to 0
 //   KV = φkᵀ v                           (.., D, D_v)     Σ_j φ(k_j) v_jᵀ: the state that replaces P
@@ -26,8 +42,11 @@ Tensor elu_feature_map(const Tensor& x) { return elu(x) + 1.0; }
 //   out = (φq KV) / z                    (.., T_q, D_v)
 // Nothing has a T_q × T_k shape. The gradient comes from the ops' own rules (elu, masked_fill, matmul,
 // sum, div); a zeroed pad row of φk passes no gradient back to its key.
+// Causal: the sums over j run to i only, as running sums along T (autograd/ops/scan.h):
+//   S_i = Σ_{j≤i} φk_j v_jᵀ = cumsum_T(φk ⊗ v)   (.., T, D, D_v)   z_i = φq_i · cumsum_T(φk)_i + eps
+//   out_i = (φq_i S_i) / z_i
 Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask,
-                        double eps) {
+                        double eps, bool causal) {
   const char* op = "linear_attention";
   for (const Tensor* t : {&q, &k, &v})
     if (!is_floating(t->dtype()))
@@ -47,6 +66,8 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
   if (v.size(-2) != k.size(-2))
     throw ShapeError(cat(op, ": k ", k.shape(), " and v ", v.shape(), " have different numbers of keys"));
   if (!(eps >= 0)) throw ValueError(cat(op, ": eps must be >= 0, got ", eps));
+  if (causal && q.size(-2) != k.size(-2))
+    throw ShapeError(cat(op, ": causal needs as many queries as keys, got q ", q.shape(), " and k ", k.shape()));
 
   Tensor fq = elu_feature_map(q), fk = elu_feature_map(k);
   if (key_padding_mask.defined()) {
@@ -64,6 +85,12 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
     shape.front() = q.size(0);
     shape[rank - 2] = T_k;
     fk = masked_fill(fk, reshape(key_padding_mask, shape), 0.0);
+  }
+  if (causal) {
+    const Tensor states = cumsum(unsqueeze(fk, -1) * unsqueeze(v, -2), -3);  // (.., T, D, D_v)
+    const Tensor num = squeeze(matmul(unsqueeze(fq, -2), states), -2);        // (.., T, D_v)
+    const Tensor z = sum(fq * cumsum(fk, -2), -1, true) + eps;                // (.., T, 1)
+    return num / z;
   }
   const Tensor kv = matmul(transpose(fk, -2, -1), v);                              // (.., D, D_v)
   const Tensor k_sum = sum(fk, -2, true);                                          // (.., 1, D)
@@ -98,11 +125,11 @@ AttentionResult LinearAttention::attend(const Tensor& x, const Tensor& attn_mask
   const int64_t C = options_.d_model, H = options_.n_heads, D = head_dim();
   if (x.dim() != 3 || x.size(-1) != C)
     throw ShapeError(cat("LinearAttention: x ", x.shape(), " must be (B, T, C) with C = d_model = ", C));
-  if (attn_mask.defined())
-    throw ValueError(cat("LinearAttention: attn_mask ", attn_mask.shape(),
-                         " is not supported: linear attention sums over all keys at once, and a causal or other "
-                         "per-query mask would need prefix sums it does not compute (use --attention softmax)"));
   const int64_t B = x.size(0), T = x.size(1);
+  if (attn_mask.defined() && !is_causal_mask(attn_mask, T))
+    throw ValueError(cat("LinearAttention: attn_mask ", attn_mask.shape(),
+                         " is not supported: linear attention sums over the keys with running sums, which gives "
+                         "the causal mask (bool (T, T), true above the diagonal) and no other pattern"));
   if (key_padding_mask.defined() &&
       (key_padding_mask.dim() != 2 || key_padding_mask.size(0) != B || key_padding_mask.size(1) != T))
     throw ShapeError(cat("LinearAttention: key_padding_mask ", key_padding_mask.shape(), " must be (B, T) = [", B,
@@ -110,7 +137,8 @@ AttentionResult LinearAttention::attend(const Tensor& x, const Tensor& attn_mask
   const std::vector<Tensor> qkv = split(linear(x, in_proj_weight, in_proj_bias), C, -1);
   auto split_heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, H, D}), 1, 2); };
   const Tensor heads =
-      linear_attention(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]), key_padding_mask, options_.eps);
+      linear_attention(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]), key_padding_mask, options_.eps,
+                       attn_mask.defined());
   const Tensor merged = reshape(transpose(heads, 1, 2), {B, T, C});
   return {out_proj_->forward(merged), Tensor{}};
 }
@@ -124,8 +152,8 @@ Tensor padding_mask_3x4() { return mask({0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 1, 1}, {3
 const bool registered = [] {
   register_component<AttentionKind>(
       {.name = "linear",
-       .help = "multi-head linear attention phi(q) (phi(k)ᵀ v) / (phi(q) sum phi(k)), phi = elu + 1: O(T) memory, "
-               "no attn_mask",
+       .help = "multi-head linear attention phi(q) (phi(k)ᵀ v) / (phi(q) sum phi(k)), phi = elu + 1: O(T) memory; "
+               "causal by running sums",
        .make = [](const EncoderLayerOptions& o, Generator& init,
                   std::shared_ptr<Generator>) -> std::unique_ptr<SelfAttention> {
          return std::make_unique<LinearAttention>(LinearAttentionOptions{o.d_model, o.n_heads}, init);
@@ -148,6 +176,18 @@ const bool registered = [] {
             return layer.attend(in[0], {}, padding_mask_3x4(), false).output;
           },
           223),
+      op_case("nn/linear_attention/op-causal-key-padding", {{{3, 4, 3}}, {{3, 4, 3}}, {{3, 4, 2}}},
+              [](const std::vector<Tensor>& in) {
+                return linear_attention(in[0], in[1], in[2], padding_mask_3x4(), 1e-6, true);
+              }),
+      module_case<LinearAttention>(
+          "nn/linear_attention/self-causal-key-padding",
+          [](Generator& gen) { return std::make_unique<LinearAttention>(LinearAttentionOptions{6, 2}, gen); },
+          {{"x", {3, 4, 6}}},
+          [](const LinearAttention& layer, const std::vector<Tensor>& in) {
+            return layer.attend(in[0], causal_mask(4), padding_mask_3x4(), false).output;
+          },
+          229),
       module_case<LinearAttention>(
           "nn/linear_attention/self-no-bias",
           [](Generator& gen) { return std::make_unique<LinearAttention>(LinearAttentionOptions{4, 1, false}, gen); },

@@ -22,10 +22,12 @@ Tensor elu_feature_map(const Tensor& x);
 
 /// φ(q) (φ(k)ᵀ v) / (φ(q) Σ_j φ(k_j) + eps) per leading index, never forming φ(q) φ(k)ᵀ. key_padding_mask:
 /// bool (B, T_k), true = pad, or undefined: a pad key adds nothing to either sum. eps keeps a query whose
-/// keys are all padded at a zero output (0 / eps) instead of 0 / 0.
+/// keys are all padded at a zero output (0 / eps) instead of 0 / 0. causal: query i sums over keys j <= i
+/// only (T_q == T_k), through running sums: the prefix states Σ_{j≤i} φ(k_j) v_jᵀ are kept for every i,
+/// (.., T, D, D_v), which is linear in T but D times the non-causal state.
 ///   q: (B, ..., T_q, D), k: (B, ..., T_k, D), v: (B, ..., T_k, D_v) -> (B, ..., T_q, D_v)
 Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask = {},
-                        double eps = 1e-6);
+                        double eps = 1e-6, bool causal = false);
 
 struct LinearAttentionOptions {
   int64_t d_model;    // C
@@ -43,9 +45,10 @@ class LinearAttention : public SelfAttention {
   /// ValueError naming both.
   LinearAttention(const LinearAttentionOptions& options, Generator& gen);
 
-  /// Self-attention of x. key_padding_mask: bool (B, T), true = pad, or undefined. attn_mask must be
-  /// undefined: a causal mask needs prefix sums of φ(k_j) v_jᵀ, which this layer does not compute (a
-  /// ValueError says so). With need_weights the weights are still undefined: there is no (T, T) matrix.
+  /// Self-attention of x. key_padding_mask: bool (B, T), true = pad, or undefined. attn_mask: undefined,
+  /// or exactly the causal mask (bool (T, T), true above the diagonal), computed with running sums; any
+  /// other mask is a ValueError (an arbitrary pattern has no O(T) form). With need_weights the weights are
+  /// still undefined: there is no (T, T) matrix.
   ///   x: (B, T, C) -> output (B, T, C)
   AttentionResult attend(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
                          bool need_weights) const override;

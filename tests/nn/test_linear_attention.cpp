@@ -1,5 +1,5 @@
 // Linear attention: the layer against the same function computed the direct O(T²) way (the normalised
-// matrix φ(Q)φ(K)ᵀ built explicitly), padding, the refused causal mask, no weights, and the state layout
+// matrix φ(Q)φ(K)ᵀ built explicitly), padding, the causal mask, no weights, and the state layout
 // it shares with the softmax component.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -22,9 +22,10 @@ namespace {
 double phi(double x) { return x > 0 ? x + 1 : std::exp(x); }  // elu(x) + 1
 
 /// The layer's output computed without any op of the library: project, then per (b, h) build the
-/// (T, T) matrix A_ij = φ(q_i)·φ(k_j) (0 for a pad key), normalise its rows by Σ_j A_ij + eps, multiply
+/// (T, T) matrix A_ij = φ(q_i)·φ(k_j) (0 for a pad key, and above the diagonal when causal), normalise its rows by Σ_j A_ij + eps, multiply
 /// by v, merge the heads and project out.   x: (B, T, C) -> (B, T, C) as a flat vector
-std::vector<double> direct_reference(const LinearAttention& layer, const Tensor& x, const std::vector<int>& pad) {
+std::vector<double> direct_reference(const LinearAttention& layer, const Tensor& x, const std::vector<int>& pad,
+                                     bool causal = false) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = layer.options().n_heads, D = C / H;
   const std::vector<double> xs = x.to_vector(), W = layer.in_proj_weight.to_vector(),
                             b = layer.in_proj_bias.to_vector(), Wo = layer.out_proj().weight.to_vector(),
@@ -47,7 +48,7 @@ std::vector<double> direct_reference(const LinearAttention& layer, const Tensor&
         for (int64_t j = 0; j < T; ++j) {
           double s = 0;
           for (int64_t d = 0; d < D; ++d) s += phi(at(bb, i, 0, h, d)) * phi(at(bb, j, 1, h, d));
-          A[i * T + j] = pad[bb * T + j] ? 0.0 : s;
+          A[i * T + j] = pad[bb * T + j] || (causal && j > i) ? 0.0 : s;
         }
       for (int64_t i = 0; i < T; ++i) {
         double z = layer.options().eps;
@@ -109,11 +110,30 @@ TEST_CASE("linear attention: a pad key changes no output of a real position, and
     for (int64_t c = 0; c < 6; ++c) CHECK(before[(4 + t) * 6 + c] == Approx(bias[c]).margin(1e-15));
 }
 
-TEST_CASE("linear attention: an attn_mask is refused by name, and there are no weights to return") {
+TEST_CASE("linear attention: the causal mask by running sums equals the T x T computation, other masks are refused") {
+  const auto layer = make_layer(8, 2);
+  Generator gen(13);
+  const Tensor x = randn({2, 5, 8}, gen, DType::float64);
+  const std::vector<int> pad{0, 0, 0, 0, 0, 1, 0, 0, 1, 0};  // batch 1: query 0 sees only its pad key
+  const std::vector<double> got = layer->attend(x, causal_mask(5), mask(pad, {2, 5}), false).output.to_vector();
+  const std::vector<double> want = direct_reference(*layer, x, pad, true);
+  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-12));
+  // Causality itself: changing the last position changes no earlier output.
+  const std::vector<double> later = layer->attend(replace_positions(x, 0, 4, 5, gen), causal_mask(5), {}, false)
+                                        .output.to_vector(),
+                            before = layer->attend(x, causal_mask(5), {}, false).output.to_vector();
+  for (int64_t i = 0; i < 4 * 8; ++i) CHECK(later[i] == before[i]);
+  CHECK(std::abs(later[4 * 8] - before[4 * 8]) > 1e-9);
+  // Any other pattern has no running-sum form: the transposed (anti-causal) mask, a float mask.
+  CHECK_THROWS_WITH(layer->attend(x, transpose(causal_mask(5), 0, 1), {}, false),
+                    Catch::Contains("attn_mask [5,5] is not supported"));
+  CHECK_THROWS_WITH(layer->attend(x, zeros({5, 5}, DType::float64), {}, false), Catch::Contains("is not supported"));
+}
+
+TEST_CASE("linear attention: no weights to return, and a float key_padding_mask is refused") {
   const auto layer = make_layer(4, 2);
   Generator gen(2);
   const Tensor x = randn({1, 3, 4}, gen, DType::float64);
-  CHECK_THROWS_WITH(layer->attend(x, causal_mask(3), {}, false), Catch::Contains("attn_mask [3,3] is not supported"));
   const AttentionResult r = layer->attend(x, {}, {}, true);
   CHECK(r.output.defined());
   CHECK_FALSE(r.weights.defined());
