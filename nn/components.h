@@ -1,7 +1,7 @@
 #pragma once
 // Named components. The parts of a model that come in variants are chosen by name from one registry:
 //   positional   what is added to the token embeddings, or done inside attention   learned, sinusoidal, rope, alibi
-//   attention    the self-attention of an encoder layer          softmax
+//   attention    the self-attention of an encoder layer          softmax, linear
 //   norm         the normalisation of an encoder layer (norm1, norm2) and the final one   layernorm
 //   ffn          the position-wise block of an encoder layer      dense, moe
 //   pool         how the sequence becomes one vector              mean, cls

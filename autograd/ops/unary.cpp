@@ -123,6 +123,37 @@ Tensor relu(const Tensor& x) {
   return y;
 }
 
+// elu.    y = x (x > 0),  α(e^x - 1) (x <= 0)
+// backward: dy/dx = 1 (x > 0),  α e^x = y + α (x <= 0), so from the output alone:
+//           dx = dy ⊙ (x > 0 ? 1 : y + α)     (y > 0 exactly when x > 0, as α(e^x - 1) <= 0)
+//           with α = 1 both sides give 1 at x = 0: no kink, which linear attention's φ = elu + 1 relies on
+// saves   : y
+struct EluNode : NodeOf<EluNode> {
+  static constexpr const char* kName = "elu";
+  Saved y;
+  double alpha = 1.0;
+  void backward(const Tensor& dy, BackwardContext& ctx) override {
+    const Tensor& yv = y.get(kName);
+    add_map2(ctx, 0, dy, yv, kName, [a = alpha](auto g, auto v) {
+      using T = decltype(v);
+      return v > 0 ? g : g * (v + T(a));
+    });
+  }
+};
+
+Tensor elu(const Tensor& x, double alpha) {
+  // expm1, not exp - 1: for x near 0⁻ the difference would lose its digits to cancellation.
+  Tensor y = map(x, "elu", [alpha](auto v) {
+    using T = decltype(v);
+    return v > 0 ? v : T(alpha) * std::expm1(v);
+  });
+  if (auto* node = record<EluNode>(y, x)) {
+    node->y = y;
+    node->alpha = alpha;
+  }
+  return y;
+}
+
 // gelu (exact).   y = x Φ(x),  Φ(x) = ½(1 + erf(x/√2)),  φ(x) = e^{-x²/2} / √(2π)
 // backward: dx = dy ⊙ (Φ(x) + x φ(x))
 // gelu (tanh).    y = ½x(1 + t),  t = tanh(u),  u = √(2/π)(x + 0.044715x³)
@@ -179,6 +210,9 @@ const bool registered = register_gradchecks({
     op_case("unary/tanh", {{{3, 4}}}, [](auto& in) { return tanh(in[0]); }),
     op_case("unary/sigmoid", {{{3, 4}}}, [](auto& in) { return sigmoid(in[0]); }),
     op_case("unary/relu", {{{3, 4}, K::apart}}, [](auto& in) { return relu(in[0]); }),
+    op_case("unary/elu", {{{3, 4}}}, [](auto& in) { return elu(in[0]); }),
+    // α != 1 has a kink at 0 (slopes 1 and α): inputs kept apart from it.
+    op_case("unary/elu/alpha-0.5", {{{3, 4}, K::apart}}, [](auto& in) { return elu(in[0], 0.5); }),
     op_case("unary/gelu/erf", {{{3, 4}}}, [](auto& in) { return gelu(in[0]); }),
     op_case("unary/gelu/tanh", {{{3, 4}}}, [](auto& in) { return gelu(in[0], GeluApproximation::tanh); }),
 });

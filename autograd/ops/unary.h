@@ -1,5 +1,5 @@
 #pragma once
-// Elementwise math and activations: exp, log, sqrt, tanh, sigmoid, relu, gelu.
+// Elementwise math and activations: exp, log, sqrt, tanh, sigmoid, relu, elu, gelu.
 #include "autograd/tensor.h"
 
 namespace tapegrad {
@@ -16,6 +16,8 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 /// max(x, 0).           x: any -> same
 Tensor relu(const Tensor& x);
+/// x for x > 0, α(e^x - 1) otherwise (PyTorch's F.elu).   x: any -> same
+Tensor elu(const Tensor& x, double alpha = 1.0);
 
 /// Which GELU: the exact erf form (PyTorch's default) or the tanh approximation (approximate='tanh').
 enum class GeluApproximation { none, tanh };

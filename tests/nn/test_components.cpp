@@ -69,7 +69,7 @@ TEST_CASE("components: the built-in variants are registered under their names") 
   std::vector<std::string> positional = component_names<PositionalKind>();
   std::sort(positional.begin(), positional.end());
   CHECK(positional == std::vector<std::string>{"alibi", "learned", "rope", "sinusoidal"});
-  CHECK(component_names<AttentionKind>() == std::vector<std::string>{"softmax"});
+  CHECK(component_names<AttentionKind>() == std::vector<std::string>{"softmax", "linear"});
   CHECK(component_names<FeedForwardKind>() == std::vector<std::string>{"dense", "moe"});
   CHECK(component_names<PoolKind>() == std::vector<std::string>{"mean", "cls"});
   CHECK(component_names<ActivationKind>() == std::vector<std::string>{"relu", "gelu"});

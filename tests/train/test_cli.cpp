@@ -194,6 +194,24 @@ TEST_CASE("train: cli --verbose names the threads and the BLAS kernels in use, a
   CHECK_THAT(resumed.err, Catch::Contains("compute: "));
 }
 
+TEST_CASE("train: cli a linear-attention model predicts, and --attention-svg says it has no weights to draw") {
+  TempDir dir("tapegrad_test_cli");
+  const std::string out = dir / "run";
+  const Result trained = run_cli(dir, "train --task majority --attention linear --steps 2 --eval-every 2 --out " + quote(out));
+  INFO("stderr: " << trained.err);
+  REQUIRE(trained.exit_code == 0);
+  const Result plain = run_cli(dir, "predict --checkpoint " + quote(out) + " --text " + quote("t1 t1 t2"));
+  INFO("predict stderr: " << plain.err);
+  CHECK(plain.exit_code == 0);
+  const std::string svg = dir / "attention.svg";
+  const Result r = run_cli(dir, "predict --checkpoint " + quote(out) + " --text " + quote("t1 t1 t2") +
+                                    " --attention-svg " + quote(svg));
+  INFO("svg stderr: " << r.err);
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("attention 'linear' computes no (T, T) attention weights"));
+  CHECK_FALSE(std::filesystem::exists(svg));
+}
+
 // docs/performance.md's tolerance: gradients on 1 and 2 threads agree to float32 rounding (tests/nn), and
 // Adam turns the rounding in near-zero gradients into steps of up to ±lr, so weights drift apart by a few
 // learning rates while the loss stays the same to about 1e-3.

@@ -312,6 +312,11 @@ void add_predict(CLI::App& app, PredictFlags& f) {
       const PaddedIds first = pad_sequences(sequences, std::vector<int64_t>{0});
       std::vector<Tensor> attention;
       loaded.model->forward(first.ids, first.key_padding_mask, &attention);
+      // An attention without a (T, T) matrix (linear attention) returns no weights: say which, not "undefined".
+      for (const Tensor& w : attention)
+        if (!w.defined())
+          throw ValueError(cat("predict --attention-svg: this model's attention '", loaded.options.attention,
+                               "' computes no (T, T) attention weights, so there are no heatmaps to draw"));
       std::vector<std::string> tokens;
       for (int64_t id : sequences[0]) tokens.push_back(loaded.vocab.token(id));
       write_attention_svg(f.attention_svg, tokens, attention, "attention: " + texts[0]);

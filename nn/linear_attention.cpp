@@ -1,0 +1,211 @@
+#include "nn/linear_attention.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/ops/elementwise.h"
+#include "autograd/ops/indexing.h"
+#include "autograd/ops/matmul.h"
+#include "autograd/ops/reduce.h"
+#include "autograd/ops/scan.h"
+#include "autograd/ops/unary.h"
+#include "autograd/ops/views.h"
+#include "nn/attention.h"
+#include "nn/encoder.h"
+#include "nn/init.h"
+#include "nn/module_gradcheck.h"
+
+namespace tapegrad::nn {
+
+Tensor elu_feature_map(const Tensor& x) { return elu(x) + 1.0; }
+
+namespace {
+
+/// Whether m is exactly causal_mask(T): bool (T, T), true above the diagonal and false elsewhere.
+bool is_causal_mask(const Tensor& m, int64_t T) {
+  if (m.dtype() != DType::boolean || m.dim() != 2 || m.size(0) != T || m.size(1) != T) return false;
+  const std::vector<double> values = m.to_vector();
+  for (int64_t i = 0; i < T; ++i)
+    for (int64_t j = 0; j < T; ++j)
+      if ((values[i * T + j] != 0) != (j > i)) return false;
+  return true;
+}
+
+}  // namespace
+
+// Linear attention.   q: (B, ..., T_q, D), k: (B, ..., T_k, D), v: (B, ..., T_k, D_v)
+//   φq = φ(q), φk = φ(k)                 (.., T, D)       φ = elu + 1 > 0; a pad key's row of φk set to 0
+//   KV = φkᵀ v                           (.., D, D_v)     Σ_j φ(k_j) v_jᵀ: the state that replaces P
+//   z  = φq (Σ_j φk_j)ᵀ + eps            (.., T_q, 1)     the normaliser, each query's sum of similarities
+//   out = (φq KV) / z                    (.., T_q, D_v)
+// Nothing has a T_q × T_k shape. The gradient comes from the ops' own rules (elu, masked_fill, matmul,
+// sum, div); a zeroed pad row of φk passes no gradient back to its key.
+// Causal: the sums over j run to i only, as running sums along T (autograd/ops/scan.h):
+//   S_i = Σ_{j≤i} φk_j v_jᵀ = cumsum_T(φk ⊗ v)   (.., T, D, D_v)   z_i = φq_i · cumsum_T(φk)_i + eps
+//   out_i = (φq_i S_i) / z_i
+Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask,
+                        double eps, bool causal) {
+  const char* op = "linear_attention";
+  for (const Tensor* t : {&q, &k, &v})
+    if (!is_floating(t->dtype()))
+      throw DTypeError(cat(op, ": q, k, v must be float32 or float64, got ", dtype_name(t->dtype()), " ", t->shape()));
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
+    throw DTypeError(cat(op, ": q, k, v have dtypes ", dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), ", ",
+                         dtype_name(v.dtype())));
+  const int rank = q.dim();
+  if (rank < 2 || k.dim() != rank || v.dim() != rank)
+    throw ShapeError(cat(op, ": q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(),
+                         " must have the same rank, at least 2 (..., T, D)"));
+  for (int i = 0; i < rank - 2; ++i)
+    if (k.shape()[i] != q.shape()[i] || v.shape()[i] != q.shape()[i])
+      throw ShapeError(cat(op, ": the leading dims of q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(), " differ"));
+  if (k.size(-1) != q.size(-1))
+    throw ShapeError(cat(op, ": q ", q.shape(), " and k ", k.shape(), " have different head dims"));
+  if (v.size(-2) != k.size(-2))
+    throw ShapeError(cat(op, ": k ", k.shape(), " and v ", v.shape(), " have different numbers of keys"));
+  if (!(eps >= 0)) throw ValueError(cat(op, ": eps must be >= 0, got ", eps));
+  if (causal && q.size(-2) != k.size(-2))
+    throw ShapeError(cat(op, ": causal needs as many queries as keys, got q ", q.shape(), " and k ", k.shape()));
+
+  Tensor fq = elu_feature_map(q), fk = elu_feature_map(k);
+  if (key_padding_mask.defined()) {
+    const int64_t T_k = k.size(-2);
+    if (key_padding_mask.dtype() != DType::boolean)
+      throw DTypeError(cat(op, ": key_padding_mask ", key_padding_mask.shape(), " is ",
+                           dtype_name(key_padding_mask.dtype()),
+                           "; expected bool (true = pad): an additive float mask has no meaning without a softmax"));
+    if (rank < 3 || key_padding_mask.dim() != 2 || key_padding_mask.size(0) != q.size(0) ||
+        key_padding_mask.size(1) != T_k)
+      throw ShapeError(cat(op, ": key_padding_mask ", key_padding_mask.shape(), " must be (B, T_k) = [",
+                           rank < 3 ? 0 : q.size(0), ",", T_k, "] for q ", q.shape(), " and k ", k.shape()));
+    // (B, T_k) -> (B, 1, ..., 1, T_k, 1): a pad key's whole feature row is zero, for every head.
+    std::vector<int64_t> shape(rank, 1);
+    shape.front() = q.size(0);
+    shape[rank - 2] = T_k;
+    fk = masked_fill(fk, reshape(key_padding_mask, shape), 0.0);
+  }
+  if (causal) {
+    const Tensor states = cumsum(unsqueeze(fk, -1) * unsqueeze(v, -2), -3);  // (.., T, D, D_v)
+    const Tensor num = squeeze(matmul(unsqueeze(fq, -2), states), -2);        // (.., T, D_v)
+    const Tensor z = sum(fq * cumsum(fk, -2), -1, true) + eps;                // (.., T, 1)
+    return num / z;
+  }
+  const Tensor kv = matmul(transpose(fk, -2, -1), v);                              // (.., D, D_v)
+  const Tensor k_sum = sum(fk, -2, true);                                          // (.., 1, D)
+  const Tensor z = matmul(fq, transpose(k_sum, -2, -1)) + eps;                     // (.., T_q, 1)
+  return matmul(fq, kv) / z;                                                       // (.., T_q, D_v)
+}
+
+LinearAttention::LinearAttention(const LinearAttentionOptions& options, Generator& gen) : options_(options) {
+  const int64_t C = options.d_model, H = options.n_heads;
+  if (C <= 0 || H <= 0)
+    throw ValueError(cat("LinearAttention: d_model and n_heads must be positive, got ", C, " and ", H));
+  if (C % H != 0)
+    throw ValueError(cat("LinearAttention: d_model ", C, " is not divisible by n_heads ", H,
+                         " (each head takes d_model / n_heads dims)"));
+  // The names, order and initialisation of MultiHeadAttention's, so that the state has one layout.
+  in_proj_weight = register_parameter("in_proj_weight", empty({3 * C, C}));
+  xavier_uniform_(in_proj_weight, gen);
+  if (options.bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * C}));
+  out_proj_ = &register_module("out_proj", std::make_unique<Linear>(C, C, options.bias, gen));
+  if (options.bias) zeros_(out_proj_->bias);
+}
+
+// x (B, T, C)
+//   q, k, v = split(x W_inᵀ + b_in)                          (B, T, C) each
+//   (B, T, C) -> view (B, T, H, D) -> transpose (B, H, T, D)
+//   out_h = linear_attention(q_h, k_h, v_h)                  (B, H, T, D)
+//   (B, H, T, D) -> transpose (B, T, H, D) -> reshape (B, T, C) -> out_proj
+AttentionResult LinearAttention::attend(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
+                                        bool need_weights, const PositionalEncoding* positions) const {
+  (void)need_weights;  // there is no (T, T) matrix to return: weights stay undefined
+  const ScopeName scope = enter_scope();
+  if (positions && positions->acts_in_attention())
+    throw ValueError("LinearAttention: a positional encoding that acts inside attention (rotating q and k, or a "
+                     "bias on the scores) is not supported: use learned or sinusoidal positions");
+  const int64_t C = options_.d_model, H = options_.n_heads, D = head_dim();
+  if (x.dim() != 3 || x.size(-1) != C)
+    throw ShapeError(cat("LinearAttention: x ", x.shape(), " must be (B, T, C) with C = d_model = ", C));
+  const int64_t B = x.size(0), T = x.size(1);
+  if (attn_mask.defined() && !is_causal_mask(attn_mask, T))
+    throw ValueError(cat("LinearAttention: attn_mask ", attn_mask.shape(),
+                         " is not supported: linear attention sums over the keys with running sums, which gives "
+                         "the causal mask (bool (T, T), true above the diagonal) and no other pattern"));
+  if (key_padding_mask.defined() &&
+      (key_padding_mask.dim() != 2 || key_padding_mask.size(0) != B || key_padding_mask.size(1) != T))
+    throw ShapeError(cat("LinearAttention: key_padding_mask ", key_padding_mask.shape(), " must be (B, T) = [", B,
+                         ",", T, "]"));
+  const std::vector<Tensor> qkv = split(linear(x, in_proj_weight, in_proj_bias), C, -1);
+  auto split_heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, H, D}), 1, 2); };
+  const Tensor heads =
+      linear_attention(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]), key_padding_mask, options_.eps,
+                       attn_mask.defined());
+  const Tensor merged = reshape(transpose(heads, 1, 2), {B, T, C});
+  return {out_proj_->forward(merged), Tensor{}};
+}
+
+namespace {
+
+// Padding: batch 1 pads its first and last keys; batch 2 (of three) pads every key, so its output is
+// 0 / eps = 0 and its gradients must be zero too (the check's finite differences see a constant).
+Tensor padding_mask_3x4() { return mask({0, 0, 0, 0, 1, 0, 0, 1, 1, 1, 1, 1}, {3, 4}); }
+
+const bool registered = [] {
+  register_component<AttentionKind>(
+      {.name = "linear",
+       .help = "multi-head linear attention phi(q) (phi(k)ᵀ v) / (phi(q) sum phi(k)), phi = elu + 1: O(T) memory; "
+               "causal by running sums",
+       .make = [](const EncoderLayerOptions& o, Generator& init,
+                  std::shared_ptr<Generator>) -> std::unique_ptr<SelfAttention> {
+         if (o.temperature != 1.0)
+           throw ValueError(cat("linear attention: temperature = ", o.temperature,
+                                " has no meaning here (it divides softmax scores, which linear attention never forms)"));
+         return std::make_unique<LinearAttention>(LinearAttentionOptions{o.d_model, o.n_heads}, init);
+       },
+       // in_proj 3C·C + 3C, out_proj C·C + C: the softmax component's count
+       .parameter_count = [](const EncoderLayerOptions& o) { return 4 * o.d_model * o.d_model + 4 * o.d_model; }});
+  register_gradchecks({
+      // eps 0 in the op cases: the quotient is checked exactly as written (every key is kept, z > 0).
+      op_case("nn/linear_attention/op", {{{2, 2, 4, 3}}, {{2, 2, 5, 3}}, {{2, 2, 5, 2}}},
+              [](const std::vector<Tensor>& in) { return linear_attention(in[0], in[1], in[2], {}, 0.0); }),
+      op_case("nn/linear_attention/op-key-padding", {{{3, 4, 3}}, {{3, 4, 3}}, {{3, 4, 2}}},
+              [](const std::vector<Tensor>& in) {
+                return linear_attention(in[0], in[1], in[2], padding_mask_3x4());
+              }),
+      module_case<LinearAttention>(
+          "nn/linear_attention/self-key-padding",
+          [](Generator& gen) { return std::make_unique<LinearAttention>(LinearAttentionOptions{6, 2}, gen); },
+          {{"x", {3, 4, 6}}},
+          [](const LinearAttention& layer, const std::vector<Tensor>& in) {
+            return layer.attend(in[0], {}, padding_mask_3x4(), false).output;
+          },
+          223),
+      op_case("nn/linear_attention/op-causal-key-padding", {{{3, 4, 3}}, {{3, 4, 3}}, {{3, 4, 2}}},
+              [](const std::vector<Tensor>& in) {
+                return linear_attention(in[0], in[1], in[2], padding_mask_3x4(), 1e-6, true);
+              }),
+      module_case<LinearAttention>(
+          "nn/linear_attention/self-causal-key-padding",
+          [](Generator& gen) { return std::make_unique<LinearAttention>(LinearAttentionOptions{6, 2}, gen); },
+          {{"x", {3, 4, 6}}},
+          [](const LinearAttention& layer, const std::vector<Tensor>& in) {
+            return layer.attend(in[0], causal_mask(4), padding_mask_3x4(), false).output;
+          },
+          229),
+      module_case<LinearAttention>(
+          "nn/linear_attention/self-no-bias",
+          [](Generator& gen) { return std::make_unique<LinearAttention>(LinearAttentionOptions{4, 1, false}, gen); },
+          {{"x", {2, 3, 4}}},
+          [](const LinearAttention& layer, const std::vector<Tensor>& in) {
+            return layer.attend(in[0], {}, {}, false).output;
+          },
+          227),
+  });
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace tapegrad::nn
