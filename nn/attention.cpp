@@ -60,16 +60,7 @@ Tensor project(const Tensor& x, const Tensor& W, const Tensor& b) { return linea
 
 }  // namespace
 
-// Scaled dot-product attention.   q: (B, ..., T_q, D), k: (B, ..., T_k, D), v: (B, ..., T_k, D_v)
-//   S = q kᵀ / √D            (B, ..., T_q, T_k)    q is scaled first, as PyTorch's MHA does
-//   S = S masked by the masks (-inf where hidden, + where float)
-//   P = softmax(S) per row   (B, ..., T_q, T_k)    an all -inf row gives zeros
-//   out = dropout(P) v       (B, ..., T_q, D_v)
-// The gradient comes from the ops' own rules: a hidden score gets none (masked_fill), a zero row of P none.
-AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
-                                             const Tensor& key_padding_mask, double dropout_p, bool training,
-                                             Generator* rng) {
-  const char* op = "scaled_dot_product_attention";
+void check_query_key_value(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
   for (const Tensor* t : {&q, &k, &v})
     if (!is_floating(t->dtype()))
       throw DTypeError(cat(op, ": q, k, v must be float32 or float64, got ", dtype_name(t->dtype()), " ", t->shape()));
@@ -87,6 +78,20 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     throw ShapeError(cat(op, ": q ", q.shape(), " and k ", k.shape(), " have different head dims"));
   if (v.size(-2) != k.size(-2))
     throw ShapeError(cat(op, ": k ", k.shape(), " and v ", v.shape(), " have different numbers of keys"));
+}
+
+// Scaled dot-product attention.   q: (B, ..., T_q, D), k: (B, ..., T_k, D), v: (B, ..., T_k, D_v)
+//   S = q kᵀ / √D            (B, ..., T_q, T_k)    q is scaled first, as PyTorch's MHA does
+//   S = S masked by the masks (-inf where hidden, + where float)
+//   P = softmax(S) per row   (B, ..., T_q, T_k)    an all -inf row gives zeros
+//   out = dropout(P) v       (B, ..., T_q, D_v)
+// The gradient comes from the ops' own rules: a hidden score gets none (masked_fill), a zero row of P none.
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask,
+                                             const Tensor& key_padding_mask, double dropout_p, bool training,
+                                             Generator* rng) {
+  const char* op = "scaled_dot_product_attention";
+  check_query_key_value(op, q, k, v);
+  const int rank = q.dim();
   if (!(dropout_p >= 0 && dropout_p < 1)) throw ValueError(cat(op, ": dropout_p must be in [0, 1), got ", dropout_p));
   const bool drop = training && dropout_p > 0;
   if (drop && rng == nullptr) throw ValueError(cat(op, ": dropout_p = ", dropout_p, " in training needs a generator"));

@@ -31,6 +31,11 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
                                              const Tensor& attn_mask = {}, const Tensor& key_padding_mask = {},
                                              double dropout_p = 0, bool training = false, Generator* rng = nullptr);
 
+/// The checks every attention over (q, k, v) makes, naming `op` and the shapes: float dtypes, one dtype,
+/// one rank >= 2 with the same leading dims, q and k of one head dim D, k and v of one number of keys.
+///   q: (..., T_q, D), k: (..., T_k, D), v: (..., T_k, D_v)
+void check_query_key_value(const char* op, const Tensor& q, const Tensor& k, const Tensor& v);
+
 /// The causal mask: true above the diagonal, so position i attends to positions j <= i only.   -> bool (T, T)
 Tensor causal_mask(int64_t T);
 

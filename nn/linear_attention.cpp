@@ -48,23 +48,8 @@ bool is_causal_mask(const Tensor& m, int64_t T) {
 Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& key_padding_mask,
                         double eps, bool causal) {
   const char* op = "linear_attention";
-  for (const Tensor* t : {&q, &k, &v})
-    if (!is_floating(t->dtype()))
-      throw DTypeError(cat(op, ": q, k, v must be float32 or float64, got ", dtype_name(t->dtype()), " ", t->shape()));
-  if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
-    throw DTypeError(cat(op, ": q, k, v have dtypes ", dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), ", ",
-                         dtype_name(v.dtype())));
+  check_query_key_value(op, q, k, v);
   const int rank = q.dim();
-  if (rank < 2 || k.dim() != rank || v.dim() != rank)
-    throw ShapeError(cat(op, ": q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(),
-                         " must have the same rank, at least 2 (..., T, D)"));
-  for (int i = 0; i < rank - 2; ++i)
-    if (k.shape()[i] != q.shape()[i] || v.shape()[i] != q.shape()[i])
-      throw ShapeError(cat(op, ": the leading dims of q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(), " differ"));
-  if (k.size(-1) != q.size(-1))
-    throw ShapeError(cat(op, ": q ", q.shape(), " and k ", k.shape(), " have different head dims"));
-  if (v.size(-2) != k.size(-2))
-    throw ShapeError(cat(op, ": k ", k.shape(), " and v ", v.shape(), " have different numbers of keys"));
   if (!(eps >= 0)) throw ValueError(cat(op, ": eps must be >= 0, got ", eps));
   if (causal && q.size(-2) != k.size(-2))
     throw ShapeError(cat(op, ": causal needs as many queries as keys, got q ", q.shape(), " and k ", k.shape()));
