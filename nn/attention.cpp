@@ -60,6 +60,15 @@ Tensor project(const Tensor& x, const Tensor& W, const Tensor& b) { return linea
 
 }  // namespace
 
+void check_key_padding_mask(const char* op, const Tensor& key_padding_mask, const Tensor& q, const Tensor& k) {
+  const int rank = q.dim();
+  const int64_t T_k = k.size(-2);
+  if (rank < 3 || key_padding_mask.dim() != 2 || key_padding_mask.size(0) != q.size(0) ||
+      key_padding_mask.size(1) != T_k)
+    throw ShapeError(cat(op, ": key_padding_mask ", key_padding_mask.shape(), " must be (B, T_k) = [",
+                         rank < 3 ? 0 : q.size(0), ",", T_k, "] for q ", q.shape(), " and k ", k.shape()));
+}
+
 void check_query_key_value(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
   for (const Tensor* t : {&q, &k, &v})
     if (!is_floating(t->dtype()))
@@ -101,10 +110,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   if (attn_mask.defined()) scores = apply_mask(scores, attn_mask, "attn_mask");
   if (key_padding_mask.defined()) {
     const int64_t T_k = k.size(-2);
-    if (rank < 3 || key_padding_mask.dim() != 2 || key_padding_mask.size(0) != q.size(0) ||
-        key_padding_mask.size(1) != T_k)
-      throw ShapeError(cat(op, ": key_padding_mask ", key_padding_mask.shape(), " must be (B, T_k) = [",
-                           rank < 3 ? 0 : q.size(0), ",", T_k, "] for q ", q.shape(), " and k ", k.shape()));
+    check_key_padding_mask(op, key_padding_mask, q, k);
     // (B, T_k) -> (B, 1, ..., 1, T_k): the same pad keys for every head and every query.
     std::vector<int64_t> shape(rank, 1);
     shape.front() = q.size(0);

@@ -36,6 +36,10 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 ///   q: (..., T_q, D), k: (..., T_k, D), v: (..., T_k, D_v)
 void check_query_key_value(const char* op, const Tensor& q, const Tensor& k, const Tensor& v);
 
+/// key_padding_mask must be (B, T_k) for q (B, ..., T_q, D) and k (B, ..., T_k, D): a ShapeError naming
+/// `op` and the three shapes otherwise.
+void check_key_padding_mask(const char* op, const Tensor& key_padding_mask, const Tensor& q, const Tensor& k);
+
 /// The causal mask: true above the diagonal, so position i attends to positions j <= i only.   -> bool (T, T)
 Tensor causal_mask(int64_t T);
 

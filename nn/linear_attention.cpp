@@ -61,10 +61,7 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
       throw DTypeError(cat(op, ": key_padding_mask ", key_padding_mask.shape(), " is ",
                            dtype_name(key_padding_mask.dtype()),
                            "; expected bool (true = pad): an additive float mask has no meaning without a softmax"));
-    if (rank < 3 || key_padding_mask.dim() != 2 || key_padding_mask.size(0) != q.size(0) ||
-        key_padding_mask.size(1) != T_k)
-      throw ShapeError(cat(op, ": key_padding_mask ", key_padding_mask.shape(), " must be (B, T_k) = [",
-                           rank < 3 ? 0 : q.size(0), ",", T_k, "] for q ", q.shape(), " and k ", k.shape()));
+    check_key_padding_mask(op, key_padding_mask, q, k);
     // (B, T_k) -> (B, 1, ..., 1, T_k, 1): a pad key's whole feature row is zero, for every head.
     std::vector<int64_t> shape(rank, 1);
     shape.front() = q.size(0);
