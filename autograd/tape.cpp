@@ -169,7 +169,7 @@ void check_gradients(const Node& node, std::vector<Tensor>& slots) {
 
 }  // namespace
 
-void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_tape, const EntryDone* after_entry) {
   if (!root.requires_grad())
     throw AutogradError(cat("backward: the tensor (shape ", root.shape(),
                             ") does not require grad: no input of the ops that made it requires grad, "
@@ -219,6 +219,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
     BackwardContext ctx(node, slots, slots[i]);
     node.backward(slots[i], ctx);
     slots[i] = Tensor();
+    if (after_entry) (*after_entry)(static_cast<size_t>(i));
     if (check) [[unlikely]] {
       try {
         check_gradients(node, slots);
@@ -232,6 +233,12 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
   }
   release();
 }
+
+void backward(const Tensor& root, const Tensor& gradient, bool retain_tape) {
+  run_backward(root, gradient, retain_tape, nullptr);
+}
+
+void backward(const Tensor& root, const EntryDone& after_entry) { run_backward(root, {}, false, &after_entry); }
 
 void Tensor::backward() const { tapegrad::backward(*this); }
 void Tensor::backward(const Tensor& gradient) const { tapegrad::backward(*this, gradient); }

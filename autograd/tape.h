@@ -4,6 +4,7 @@
 // walks the tape once in reverse, each entry adding its inputs' gradients (+=), then releases it.
 // docs/autograd.md explains the design.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -141,6 +142,11 @@ class BackwardContext {
   const Tensor* dout_ = nullptr;  // set by the tape's backward; pass_through copies without it
 };
 
+/// Called by backward() each time tape entry `entry` has added its inputs' gradients. Entries run from the
+/// last to the first, so a leaf's .grad is complete once the lowest-numbered entry that reads it has run:
+/// data-parallel training starts reducing a parameter's gradient then, while backward goes on.
+using EntryDone = std::function<void(size_t entry)>;
+
 class Tape {
  public:
   /// This thread's tape.
@@ -159,7 +165,7 @@ class Tape {
   void append(std::unique_ptr<Node> node, Tensor& out);
 
  private:
-  friend void backward(const Tensor&, const Tensor&, bool);
+  friend void run_backward(const Tensor&, const Tensor&, bool, const EntryDone*);
   std::vector<std::unique_ptr<Node>> entries_;
   std::vector<Tensor> slots_;  // backward's gradient slots, kept between calls (no allocation per step)
   uint64_t generation_ = 1;
@@ -181,6 +187,9 @@ NodeT* record_list(Tensor& out, const std::vector<Tensor>& inputs);
 /// A non-scalar root needs `gradient` (same shape): the result is then the gradient of sum(root ⊙ gradient).
 /// The tape is released afterwards unless retain_tape is set.
 void backward(const Tensor& root, const Tensor& gradient = {}, bool retain_tape = false);
+
+/// backward(root) of a scalar root, calling after_entry after each entry that ran.
+void backward(const Tensor& root, const EntryDone& after_entry);
 
 // ---- implementation of record ----
 namespace detail {

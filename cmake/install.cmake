@@ -5,14 +5,16 @@
 include(CMakePackageConfigHelpers)
 
 foreach(layer autograd nn optim train)
-  # The command line's header goes with tapegrad::cli below, not with train.
+  # The command line's header goes with tapegrad::cli below, not with train; the MPI launcher is the
+  # command line's own.
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tapegrad/${layer}/${layer}
-          FILES_MATCHING PATTERN "*.h" PATTERN "cli" EXCLUDE)
+          FILES_MATCHING PATTERN "*.h" PATTERN "cli" EXCLUDE PATTERN "mpi" EXCLUDE)
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/train/cli/cli.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tapegrad/cli/train/cli)
 
-install(TARGETS tapegrad_autograd tapegrad_nn tapegrad_optim tapegrad_train tapegrad_cli EXPORT tapegradTargets)
+install(TARGETS tapegrad_autograd tapegrad_nn tapegrad_optim tapegrad_train tapegrad_mpi tapegrad_cli
+        EXPORT tapegradTargets)
 install(TARGETS tapegrad)
 
 set(package_dir ${CMAKE_INSTALL_LIBDIR}/cmake/tapegrad)

@@ -51,6 +51,8 @@ InterruptGuard::~InterruptGuard() {
 
 int InterruptGuard::received() const { return g_received; }
 
+int interrupt_received() { return g_received; }
+
 std::string signal_name(int signal) {
   if (signal == SIGINT) return "SIGINT";
   if (signal == SIGTERM) return "SIGTERM";

@@ -22,6 +22,10 @@ class InterruptGuard {
   int received() const;
 };
 
+/// The signal an InterruptGuard received so far, or 0: for code that waits (data-parallel collectives)
+/// and must not wait forever once asked to stop.
+int interrupt_received();
+
 /// "SIGINT", "SIGTERM", or "signal N".
 std::string signal_name(int signal);
 

@@ -21,7 +21,7 @@ json to_json(const RunTiming& t) {
 }  // namespace
 
 json Run::trainer_state(double elapsed) const {
-  return {{"format", "tapegrad-trainer-1"},
+  json state = {{"format", "tapegrad-trainer-1"},
           {"step", step},
           {"total_steps", total_steps},
           {"epoch", data.stream->epoch()},
@@ -36,6 +36,11 @@ json Run::trainer_state(double elapsed) const {
           {"truncated", truncated},
           {"data", data.sources},
           {"window", {{"loss", window_loss}, {"steps", window_steps}}}};
+  if (comm->size() > 1) {  // a run of one process writes what it always wrote
+    state["ranks"] = comm->size();
+    state["rng"]["dropout_ranks"] = rank_dropout;
+  }
+  return state;
 }
 
 json read_trainer_state(const std::string& path) {

@@ -13,6 +13,8 @@
 #include "nn/classifier.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "train/communicator.h"
+#include "train/data_parallel.h"
 #include "train/metrics.h"
 #include "train/train_options.h"
 #include "train/training_stream.h"
@@ -39,6 +41,13 @@ struct Run {
   double window_loss = 0;                                           // training loss summed since the last row
   int64_t window_steps = 0;
   RunTiming timing;                                                 // all sessions, up to the last checkpoint
+  // Data parallelism (data_parallel.h): the run's ranks (one process: single_process()), the averager of
+  // their gradients, the dropout streams of ranks 1.. as the last checkpoint gathered them (trainer.json),
+  // and a stop that every rank agreed on (the signal; 0: none).
+  Communicator* comm = &single_process();
+  std::unique_ptr<GradientAverager> averager;
+  std::vector<nlohmann::json> rank_dropout;
+  int agreed_stop = 0;
 
   /// trainer.json; `elapsed` is the run's wall-clock time so far (all sessions).
   nlohmann::json trainer_state(double elapsed) const;

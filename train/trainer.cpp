@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <array>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -17,6 +19,7 @@
 #include "optim/sgd.h"
 #include "train/batching.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
 #include "train/metrics.h"
@@ -75,7 +78,8 @@ void build_model(Run& run, const ModelBuilder& build, Generator& init) {
 void setup_training(Run& run) {
   TrainOptions& o = run.options;
   if (o.epochs > 0) {
-    const int64_t per_epoch = (run.data.stream->size() + o.batch_size - 1) / o.batch_size;
+    const int64_t step_batch = o.batch_size * run.comm->size();
+    const int64_t per_epoch = (run.data.stream->size() + step_batch - 1) / step_batch;
     run.total_steps = o.epochs * per_epoch;
   } else {
     run.total_steps = o.steps > 0 ? o.steps : kDefaultSteps;
@@ -90,12 +94,72 @@ void setup_training(Run& run) {
 /// without the first release, evaluation's buffers would sit on top of training's (the medium model of
 /// issue 7 peaked at 300 MB instead of training's 279 MB); without the second, evaluation's idle buffers
 /// would sit under the next training steps. The cost is one step faulting its buffers in again.
+/// With several ranks, each evaluates its share of the validation set and the ranks add up the losses and
+/// the correct answers (in rank order: the same numbers on every rank, so that they agree on the best step
+/// and on reaching the target).
 Evaluation validate(Run& run) {
   const TrainOptions& o = run.options;
+  const int ranks = run.comm->size();
+  const auto [begin, end] = share_of(static_cast<int64_t>(run.data.valid.size()), run.comm->rank(), ranks);
+  const std::vector<Example> share(run.data.valid.begin() + begin, run.data.valid.begin() + end);
   release_cached_storage();
-  Evaluation eval = evaluate(*run.model, run.data.valid, run.data.vocab, run.data.labels, evaluation_tokens(o.batch_size, o.context_length));
+  Evaluation eval = evaluate(*run.model, ranks > 1 ? share : run.data.valid, run.data.vocab, run.data.labels,
+                             evaluation_tokens(o.batch_size, o.context_length));
   release_cached_storage();
+  if (ranks == 1) return eval;
+  std::array<double, 3> sums = {eval.loss * static_cast<double>(eval.count),
+                                std::round(eval.accuracy * static_cast<double>(eval.count)),
+                                static_cast<double>(eval.count)};
+  run.comm->sum(sums);
+  eval.loss = sums[0] / sums[2];
+  eval.accuracy = sums[1] / sums[2];
+  eval.count = static_cast<int64_t>(sums[2]);
   return eval;
+}
+
+/// One step of data-parallel training, on every rank: the next batch of batch_size x ranks examples (every
+/// rank draws the same, so that the stream's position is one for all), this rank's share of it forward and
+/// backward, and the gradients averaged over the ranks. Returns the task loss and the auxiliary loss of the
+/// whole batch (summed over the ranks: every rank sees the same numbers, so that all stop together when they
+/// are not finite); a stop asked of any rank becomes run.agreed_stop on every rank.
+std::pair<double, double> data_parallel_step(Run& run, const InterruptGuard& interrupts) {
+  const TrainOptions& o = run.options;
+  Communicator& comm = *run.comm;
+  const std::vector<Example> batch = run.data.stream->next_batch(o.batch_size * comm.size());
+  const int64_t m = static_cast<int64_t>(batch.size());
+  const auto [begin, end] = share_of(m, comm.rank(), comm.size());
+  const int signal = interrupts.received();
+  // task loss x n, auxiliary loss x n, sequences cut to the context, SIGINTs, other stops
+  std::array<double, 5> sums = {0, 0, 0, signal == SIGINT ? 1.0 : 0.0, signal != 0 && signal != SIGINT ? 1.0 : 0.0};
+  run.optimizer->zero_grad();
+  if (end > begin) {
+    const int64_t n = end - begin;
+    const std::vector<Example> share(batch.begin() + begin, batch.begin() + end);
+    const Batch mine = make_batch(share, run.data.vocab, run.data.labels, o.context_length, nn::prepends_cls(o.model));
+    const Tensor logits = run.model->forward(mine.ids, mine.key_padding_mask);
+    const Tensor task_loss = cross_entropy(logits, mine.targets);
+    const Tensor auxiliary = run.model->auxiliary_loss();
+    run.averager->backward(auxiliary.defined() ? task_loss + auxiliary : task_loss, n, m);
+    sums[0] = task_loss.item() * static_cast<double>(n);
+    if (auxiliary.defined()) sums[1] = auxiliary.item() * static_cast<double>(n);
+    sums[2] = static_cast<double>(mine.truncated);
+  }
+  run.averager->finish(sums);
+  run.truncated += static_cast<int64_t>(sums[2]);
+  if (sums[3] > 0) run.agreed_stop = SIGINT;
+  else if (sums[4] > 0) run.agreed_stop = SIGTERM;
+  return {sums[0] / static_cast<double>(m), sums[1] / static_cast<double>(m)};
+}
+
+/// Rank 0 writes the checkpoint; before, every rank hands it its dropout stream's state for trainer.json.
+void publish(Run& run, bool is_best, double elapsed) {
+  if (run.comm->size() > 1) {
+    const std::vector<std::string> states = run.comm->allgather(to_json(run.dropout_rng->state()).dump());
+    run.rank_dropout.clear();
+    for (size_t r = 1; r < states.size(); ++r) run.rank_dropout.push_back(json::parse(states[r]));
+  }
+  if (run.comm->rank() == 0) publish_step(run, is_best, elapsed);
+  else run.published_step = run.step;
 }
 
 /// The last validation among the rows, or nullptr (a row with a validation has a finite valid_accuracy).
@@ -125,9 +189,11 @@ class Lap {
 TrainSummary loop(Run& run, std::ostream& log) try {
   const TrainOptions& o = run.options;
   const bool cls = nn::prepends_cls(o.model);
+  Communicator& comm = *run.comm;
+  const bool data_parallel = comm.size() > 1;
   Progress progress(log);
-  fs::create_directories(o.out);
-  set_num_threads(o.threads);
+  if (comm.rank() == 0) fs::create_directories(o.out);
+  set_num_threads(o.threads > 0 ? o.threads : comm.default_threads());
   if (o.verbose) progress.compute(o.threads);
   const auto started = std::chrono::steady_clock::now();
   auto seconds_now = [&] {
@@ -150,26 +216,32 @@ TrainSummary loop(Run& run, std::ostream& log) try {
 
   run.model->train();
   while (run.step < run.total_steps) {
-    if (const int signal = interrupts.received()) {  // at a step boundary: save this step, then stop
+    // At a step boundary: save this step, then stop (every rank at the same step: they agreed on it).
+    if (const int signal = data_parallel ? run.agreed_stop : interrupts.received()) {
       progress.clear();
-      if (run.published_step != run.step) publish_step(run, false, seconds_now());
+      if (run.published_step != run.step) publish(run, false, seconds_now());
       throw Interrupted(signal, cat("interrupted by ", signal_name(signal), " at step ", run.step,
                                     ": checkpoint saved; continue with: tapegrad train --resume ", o.out));
     }
-    const Batch batch = make_batch(run.data.stream->next_batch(o.batch_size), run.data.vocab, run.data.labels, o.context_length, cls);
-    run.truncated += batch.truncated;
-    const Tensor logits = run.model->forward(batch.ids, batch.key_padding_mask);
-    const Tensor task_loss = cross_entropy(logits, batch.targets);
-    // Blocks with a training objective of their own (moe's load balancing) add it, already weighted; the
-    // reported loss stays the task's, comparable with the validation loss.
-    const Tensor auxiliary = run.model->auxiliary_loss();
-    const Tensor loss = auxiliary.defined() ? task_loss + auxiliary : task_loss;
-    run.optimizer->zero_grad();
-    backward(loss);
-    const double loss_value = task_loss.item();  // the one float a step reads back; rows average it
+    double loss_value = 0, auxiliary_value = 0;
+    if (data_parallel) {
+      std::tie(loss_value, auxiliary_value) = data_parallel_step(run, interrupts);
+    } else {
+      const Batch batch = make_batch(run.data.stream->next_batch(o.batch_size), run.data.vocab, run.data.labels, o.context_length, cls);
+      run.truncated += batch.truncated;
+      const Tensor logits = run.model->forward(batch.ids, batch.key_padding_mask);
+      const Tensor task_loss = cross_entropy(logits, batch.targets);
+      // Blocks with a training objective of their own (moe's load balancing) add it, already weighted; the
+      // reported loss stays the task's, comparable with the validation loss.
+      const Tensor auxiliary = run.model->auxiliary_loss();
+      const Tensor loss = auxiliary.defined() ? task_loss + auxiliary : task_loss;
+      run.optimizer->zero_grad();
+      backward(loss);
+      loss_value = task_loss.item();  // the one float a step reads back; rows average it
+      if (auxiliary.defined()) auxiliary_value = auxiliary.item();
+    }
     if (!std::isfinite(loss_value)) throw diverged(run, run.step + 1, cat("loss ", loss_value));
-    if (auxiliary.defined() && !std::isfinite(auxiliary.item()))
-      throw diverged(run, run.step + 1, cat("auxiliary loss ", auxiliary.item()));
+    if (!std::isfinite(auxiliary_value)) throw diverged(run, run.step + 1, cat("auxiliary loss ", auxiliary_value));
     if (o.clip_grad > 0) optim::clip_grad_norm(params, o.clip_grad);
     run.optimizer->set_lr(run.schedule.lr_at(run.step));
     run.optimizer->step();
@@ -220,7 +292,7 @@ TrainSummary loop(Run& run, std::ostream& log) try {
     }
     const bool reached = o.target_acc > 0 && eval.accuracy >= o.target_acc;
     if (reached) run.total_steps = run.step;  // early stop: this checkpoint is the last
-    publish_step(run, is_best, row.elapsed_seconds);
+    publish(run, is_best, row.elapsed_seconds);
     timing.checkpoint_seconds += lap.next();
     if (reached) {
       summary.reached_target = true;
@@ -241,6 +313,10 @@ TrainSummary loop(Run& run, std::ostream& log) try {
   summary.truncated = run.truncated;
   summary.out = o.out;
   summary.sample_text = run.data.valid.front().text;
+  summary.ranks = comm.size();
+  summary.global_batch = o.batch_size * comm.size();
+  if (run.averager && run.step > first_step)
+    summary.allreduce_wait_seconds_per_step = run.averager->wait_seconds() / static_cast<double>(run.step - first_step);
   return summary;
 } catch (const AnomalyError& e) {
   throw AnomalyError(cat(e.what(), "; stopped after step ", run.step, "; ", kept_checkpoint(run)));
@@ -249,7 +325,7 @@ TrainSummary loop(Run& run, std::ostream& log) try {
 }  // namespace
 
 json to_json(const TrainSummary& s) {
-  return {{"steps", s.steps},
+  json j = {{"steps", s.steps},
           {"seconds", s.seconds},
           {"train_seconds", s.train_seconds},
           {"validation_seconds", s.validation_seconds},
@@ -264,6 +340,12 @@ json to_json(const TrainSummary& s) {
           {"parameters", s.parameters},
           {"truncated", s.truncated},
           {"out", s.out}};
+  if (s.ranks > 1) {
+    j["ranks"] = s.ranks;
+    j["global_batch"] = s.global_batch;
+    j["allreduce_wait_seconds_per_step"] = s.allreduce_wait_seconds_per_step;
+  }
+  return j;
 }
 
 std::unique_ptr<nn::SequenceClassifier> build_classifier(const nn::ClassifierOptions& options, Generator& init,
@@ -274,43 +356,123 @@ std::unique_ptr<nn::SequenceClassifier> build_classifier(const nn::ClassifierOpt
 TrainSummary train(const TrainOptions& options, std::ostream& log) { return train(options, log, build_classifier); }
 
 TrainSummary train(const TrainOptions& options, std::ostream& log, const ModelBuilder& build) {
-  validate(options);
-  Run run;
-  run.options = options;
-  // Paths are saved absolute in trainer.json, so --resume works from any working directory.
-  for (std::string* path : {&run.options.data, &run.options.valid, &run.options.init})
-    if (!path->empty()) *path = fs::absolute(*path).lexically_normal().string();
-  std::optional<LoadedModel> init;
-  if (!options.init.empty()) {
-    init = load_model(options.init);
-    run.options.model = init->options;
-    run.options.context_length = init->options.context_length;
+  return train(options, log, build, Parallelism{});
+}
+
+namespace {
+
+/// A stream that drops what it is given: the log of ranks other than 0.
+std::ostream& null_log() {
+  static std::ostream none(nullptr);
+  return none;
+}
+
+/// What every rank of a run must agree on (data_parallel.h: agree_on_setup): the options (but for the data
+/// files' paths, which may differ between hosts), the fingerprints of the examples read, the vocabulary and
+/// labels, how gradients are averaged, and the step a resumed run continues from.
+std::string settings_to_agree_on(const Run& run, const DataParallelOptions& parallel) {
+  json options = to_json(run.options);
+  for (const char* path : {"data", "valid", "init"}) options.erase(path);
+  return json{{"options", options},
+              {"data", run.data.sources},
+              {"vocab_size", run.data.vocab.size()},
+              {"labels", run.data.labels},
+              {"averaging", {{"overlap", parallel.overlap}, {"exact", parallel.exact}, {"bucket_mb", parallel.bucket_mb}}},
+              {"step", run.step}}
+      .dump();
+}
+
+/// The dropout stream of a rank with no saved state: rank 0's is the one-process run's.
+Generator rank_dropout_stream(uint64_t seed, int rank, int64_t step) {
+  return Generator(seed ^ kDropoutStream ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(rank)) ^ static_cast<uint64_t>(step));
+}
+
+/// The ranks' part of a run's set-up, once each has tried its own (`error`: what went wrong on this rank,
+/// or empty): they agree that it worked and on its settings, rank 0 makes the run directory and every
+/// rank must see it, then every rank takes rank 0's weights and optimizer state.
+void join_ranks(Run& run, const std::string& error, const DataParallelOptions& parallel) {
+  Communicator& comm = *run.comm;
+  agree_on_setup(comm, error, error.empty() ? settings_to_agree_on(run, parallel) : "{}");
+  if (comm.rank() == 0) fs::create_directories(run.options.out);
+  check_shared_directory(comm, run.options.out);
+  std::vector<Tensor> state;
+  for (const auto& [name, p] : run.model->named_parameters()) state.push_back(p);
+  const nn::NamedTensors optimizer_state = run.optimizer->state();
+  for (const auto& [name, t] : optimizer_state) state.push_back(t);
+  broadcast_tensors(comm, state);
+  run.optimizer->load_state(optimizer_state);
+  run.averager = std::make_unique<GradientAverager>(comm, run.model->named_parameters(), parallel);
+}
+
+/// Runs a rank's part of the set-up: on one process as it is; on several, a failure is kept for
+/// join_ranks to tell every rank, so that none is left waiting for the others.
+template <class Setup>
+std::string set_up(const Run& run, Setup&& setup) {
+  if (run.comm->size() == 1) {
+    setup();
+    return {};
   }
-  run.data = load_training_data(run.options, init ? &init->vocab : nullptr);
-  fit_model_to_data(run.options, run.data);
-  check_memory(run.options);
-  if (init && init->labels != run.data.labels)
-    throw ValueError(cat("--init ", options.init, ": its labels differ from the data's (", init->labels.size(), " vs ",
-                         run.data.labels.size(), "); fine-tuning needs the same label set"));
-  Generator init_gen(run.options.seed);
-  run.dropout_rng = std::make_shared<Generator>(run.options.seed ^ kDropoutStream);
-  build_model(run, build, init_gen);
-  check_memory(run.options);  // again: a builder may build a larger model than the options describe
-  if (init) run.model->load_state_dict(init->model->state_dict());
-  setup_training(run);
-  // The lock before anything in --out is written or removed, and before the check below, so that a second
-  // trainer hears that the directory is in use rather than advice to resume it.
-  const RunLock lock(options.out, "--out");
-  const fs::path out(options.out);
-  if (!options.overwrite && (fs::exists(out / "trainer.json") || fs::is_symlink(out / "latest")))
-    throw ValueError(cat("--out ", options.out, " already holds a training run: --resume it, choose another --out, ",
-                         "or pass --overwrite to replace it"));
-  std::error_code ignored;
-  fs::remove(run.options.out + "/metrics.csv", ignored);
+  try {
+    setup();
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    return what.empty() ? "set-up failed" : what;
+  }
+  return {};
+}
+
+}  // namespace
+
+TrainSummary train(const TrainOptions& options, std::ostream& given_log, const ModelBuilder& build,
+                   const Parallelism& parallelism) {
+  Run run;
+  if (parallelism.comm) run.comm = parallelism.comm;
+  const int ranks = run.comm->size(), rank = run.comm->rank();
+  std::ostream& log = rank == 0 ? given_log : null_log();
+  std::optional<RunLock> lock;
+  const std::string error = set_up(run, [&] {
+    validate(options);
+    run.options = options;
+    // Paths are saved absolute in trainer.json, so --resume works from any working directory.
+    for (std::string* path : {&run.options.data, &run.options.valid, &run.options.init})
+      if (!path->empty()) *path = fs::absolute(*path).lexically_normal().string();
+    std::optional<LoadedModel> init;
+    if (!options.init.empty()) {
+      init = load_model(options.init);
+      run.options.model = init->options;
+      run.options.context_length = init->options.context_length;
+    }
+    run.data = load_training_data(run.options, init ? &init->vocab : nullptr);
+    fit_model_to_data(run.options, run.data);
+    check_memory(run.options);
+    if (init && init->labels != run.data.labels)
+      throw ValueError(cat("--init ", options.init, ": its labels differ from the data's (", init->labels.size(), " vs ",
+                           run.data.labels.size(), "); fine-tuning needs the same label set"));
+    Generator init_gen(run.options.seed);
+    run.dropout_rng = std::make_shared<Generator>(rank == 0 ? Generator(run.options.seed ^ kDropoutStream)
+                                                            : rank_dropout_stream(run.options.seed, rank, 0));
+    build_model(run, build, init_gen);
+    check_memory(run.options);  // again: a builder may build a larger model than the options describe
+    if (init) run.model->load_state_dict(init->model->state_dict());
+    setup_training(run);
+    if (rank != 0) return;  // the run directory is rank 0's
+    // The lock before anything in --out is written or removed, and before the check below, so that a second
+    // trainer hears that the directory is in use rather than advice to resume it.
+    lock.emplace(options.out, "--out");
+    const fs::path out(options.out);
+    if (!options.overwrite && (fs::exists(out / "trainer.json") || fs::is_symlink(out / "latest")))
+      throw ValueError(cat("--out ", options.out, " already holds a training run: --resume it, choose another --out, ",
+                           "or pass --overwrite to replace it"));
+    std::error_code ignored;
+    fs::remove(run.options.out + "/metrics.csv", ignored);
+  });
+  if (ranks > 1) join_ranks(run, error, parallelism.data_parallel);
   log << "training " << run.model->parameter_count() << " parameters on "
       << (run.options.data.empty() ? "task " + run.options.task.name : run.options.data) << " for "
-      << run.total_steps << " steps (batch " << run.options.batch_size << ", context " << run.options.context_length
-      << ", " << run.data.vocab.size() << " tokens, " << run.data.labels.size() << " classes) into " << run.options.out << "\n";
+      << run.total_steps << " steps (batch " << run.options.batch_size;
+  if (ranks > 1) log << " per rank x " << ranks << " ranks = " << run.options.batch_size * ranks << " per step";
+  log << ", context " << run.options.context_length << ", " << run.data.vocab.size() << " tokens, "
+      << run.data.labels.size() << " classes) into " << run.options.out << "\n";
   return loop(run, log);
 }
 
@@ -319,61 +481,88 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
 }
 
 TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log, const ModelBuilder& build) {
-  if (options.steps < 0) throw ValueError(cat("--steps must be positive, got ", options.steps));
-  const std::string state_path = dir + "/trainer.json";
-  std::error_code ec;
-  if (!fs::exists(state_path, ec)) throw IOError(cat(state_path, ": not found (is ", dir, " a tapegrad run directory?)"));
-  const json state = read_trainer_state(state_path);
-  const RunLock lock(dir, "--resume");  // released when this run ends, however it ends
+  return resume(dir, options, log, build, Parallelism{});
+}
+
+TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& given_log,
+                    const ModelBuilder& build, const Parallelism& parallelism) {
   Run run;
-  try {
-    run.options = train_options_from_json(state.at("options"), state_path);
-    run.options.out = dir;
-    run.options.verbose = options.verbose;
-    run.options.detect_anomaly = options.detect_anomaly;
-    if (options.threads >= 0) run.options.threads = options.threads;
-    // The data may come from another path (as it must after a pipe), never with other examples.
-    const json saved_data = state.value("data", json::object());
-    const auto relocate = [&](const std::string& given, std::string& saved, const char* flag, const char* pipe_key) {
-      if (!given.empty()) {
-        if (saved.empty()) throw ValueError(cat("--resume: ", dir, " was started without ", flag, "; a resumed run keeps its data"));
-        saved = fs::absolute(given).lexically_normal().string();
-      } else if (saved_data.value(pipe_key, false)) {
-        throw ValueError(cat("--resume: the run read ", flag, " from a pipe (", saved,
-                             "), which cannot be read again: give the same data with ", flag));
-      }
-    };
-    relocate(options.data, run.options.data, "--data", "pipe");
-    relocate(options.valid, run.options.valid, "--valid", "valid_pipe");
+  if (parallelism.comm) run.comm = parallelism.comm;
+  const int ranks = run.comm->size(), rank = run.comm->rank();
+  std::ostream& log = rank == 0 ? given_log : null_log();
+  std::optional<RunLock> lock;
+  int saved_ranks = 1;
+  const std::string error = set_up(run, [&] {
+    if (options.steps < 0) throw ValueError(cat("--steps must be positive, got ", options.steps));
+    const std::string state_path = dir + "/trainer.json";
+    std::error_code ec;
+    if (!fs::exists(state_path, ec)) throw IOError(cat(state_path, ": not found (is ", dir, " a tapegrad run directory?)"));
+    const json state = read_trainer_state(state_path);
+    if (rank == 0) lock.emplace(dir, "--resume");  // released when this run ends, however it ends
     try {
-      validate(run.options);
-    } catch (const ValueError& e) {
-      throw IOError(cat(state_path, ": the saved options are invalid: ", e.what()));
+      run.options = train_options_from_json(state.at("options"), state_path);
+      run.options.out = dir;
+      run.options.verbose = options.verbose;
+      run.options.detect_anomaly = options.detect_anomaly;
+      if (options.threads >= 0) run.options.threads = options.threads;
+      // The data may come from another path (as it must after a pipe), never with other examples.
+      const json saved_data = state.value("data", json::object());
+      const auto relocate = [&](const std::string& given, std::string& saved, const char* flag, const char* pipe_key) {
+        if (!given.empty()) {
+          if (saved.empty()) throw ValueError(cat("--resume: ", dir, " was started without ", flag, "; a resumed run keeps its data"));
+          saved = fs::absolute(given).lexically_normal().string();
+        } else if (saved_data.value(pipe_key, false)) {
+          throw ValueError(cat("--resume: the run read ", flag, " from a pipe (", saved,
+                               "), which cannot be read again: give the same data with ", flag));
+        }
+      };
+      relocate(options.data, run.options.data, "--data", "pipe");
+      relocate(options.valid, run.options.valid, "--valid", "valid_pipe");
+      try {
+        validate(run.options);
+      } catch (const ValueError& e) {
+        throw IOError(cat(state_path, ": the saved options are invalid: ", e.what()));
+      }
+      const LoadedModel saved = load_model(dir);
+      run.data = load_training_data(run.options, &saved.vocab);
+      fit_model_to_data(run.options, run.data);
+      const auto require_same_examples = [&](const char* key, const std::string& path) {
+        if (saved_data.contains(key) && run.data.sources.value(key, std::string()) != saved_data.at(key))
+          throw ValueError(cat("--resume: ", path, " holds other examples than the run started with (fingerprint ",
+                               run.data.sources.value(key, std::string()), ", saved ", saved_data.at(key).get<std::string>(),
+                               "); resuming needs the same data"));
+      };
+      require_same_examples("fingerprint", run.options.data);
+      require_same_examples("valid_fingerprint", run.options.valid);
+      run.dropout_rng = std::make_shared<Generator>(0);  // its state is restored below
+      Generator unused(0);  // the saved weights replace the initial ones
+      build_model(run, build, unused);
+      run.model->load_state_dict(saved.model->state_dict());
+      setup_training(run);
+      load_optimizer_state(*run.optimizer, dir + "/optimizer.safetensors");
+      restore_run_state(run, state, dir, options.steps);
+      if (options.steps > 0 && options.steps <= run.step)
+        throw ValueError(cat("--steps ", options.steps, " is not more than the ", run.step, " steps ", dir, " has done"));
+      // Ranks 1.. continue their own dropout streams when the checkpoint has them (the same number of ranks),
+      // else start new ones from the seed, the rank and the step.
+      saved_ranks = state.value("ranks", 1);
+      if (rank > 0) {
+        const json saved_streams = state.at("rng").value("dropout_ranks", json::array());
+        if (static_cast<size_t>(rank) <= saved_streams.size())
+          run.dropout_rng->set_state(generator_state(saved_streams.at(static_cast<size_t>(rank) - 1)));
+        else
+          *run.dropout_rng = rank_dropout_stream(run.options.seed, rank, run.step);
+      }
+    } catch (const json::exception& e) {
+      throw IOError(cat(state_path, ": malformed trainer state (", e.what(), ")"));
     }
-    const LoadedModel saved = load_model(dir);
-    run.data = load_training_data(run.options, &saved.vocab);
-    fit_model_to_data(run.options, run.data);
-    const auto require_same_examples = [&](const char* key, const std::string& path) {
-      if (saved_data.contains(key) && run.data.sources.value(key, std::string()) != saved_data.at(key))
-        throw ValueError(cat("--resume: ", path, " holds other examples than the run started with (fingerprint ",
-                             run.data.sources.value(key, std::string()), ", saved ", saved_data.at(key).get<std::string>(),
-                             "); resuming needs the same data"));
-    };
-    require_same_examples("fingerprint", run.options.data);
-    require_same_examples("valid_fingerprint", run.options.valid);
-    run.dropout_rng = std::make_shared<Generator>(0);  // its state is restored below
-    Generator unused(0);  // the saved weights replace the initial ones
-    build_model(run, build, unused);
-    run.model->load_state_dict(saved.model->state_dict());
-    setup_training(run);
-    load_optimizer_state(*run.optimizer, dir + "/optimizer.safetensors");
-    restore_run_state(run, state, dir, options.steps);
-    if (options.steps > 0 && options.steps <= run.step)
-      throw ValueError(cat("--steps ", options.steps, " is not more than the ", run.step, " steps ", dir, " has done"));
-  } catch (const json::exception& e) {
-    throw IOError(cat(state_path, ": malformed trainer state (", e.what(), ")"));
-  }
-  log << "resuming " << dir << " at step " << run.step << " of " << run.total_steps << "\n";
+  });
+  if (ranks > 1) join_ranks(run, error, parallelism.data_parallel);
+  log << "resuming " << dir << " at step " << run.step << " of " << run.total_steps;
+  if (ranks > 1 || saved_ranks > 1)
+    log << " on " << ranks << (ranks == 1 ? " rank" : " ranks") << " (saved by " << saved_ranks
+        << (saved_ranks == 1 ? " rank" : " ranks") << "; batch " << run.options.batch_size * ranks << " per step)";
+  log << "\n";
   return loop(run, log);
 }
 

@@ -13,6 +13,8 @@
 
 #include "autograd/random.h"
 #include "nn/classifier.h"
+#include "train/communicator.h"
+#include "train/data_parallel.h"
 #include "train/train_options.h"
 
 namespace tapegrad {
@@ -34,6 +36,11 @@ struct TrainSummary {
   bool reached_target = false;
   std::string out;
   std::string sample_text;  // a validation text, to suggest a `predict` command with
+  // Data parallelism (docs/distributed.md): the ranks, the examples of one step over all of them, and the
+  // seconds per step that the ranks waited for the gradient sums after backward (reported when ranks > 1).
+  int ranks = 1;
+  int64_t global_batch = 0;
+  double allreduce_wait_seconds_per_step = 0;
 };
 nlohmann::json to_json(const TrainSummary& summary);
 
@@ -60,6 +67,18 @@ TrainSummary train(const TrainOptions& options, std::ostream& log);
 /// naming the option and both numbers.
 TrainSummary train(const TrainOptions& options, std::ostream& log, const ModelBuilder& build);
 
+/// The processes a run spans: one, or the ranks of `mpirun` (train/communicator.h, docs/distributed.md).
+/// With more than one rank, every rank calls train() or resume() with the same arguments: each takes its
+/// share of every batch (options.batch_size examples: the step's batch is batch_size x ranks), the
+/// gradients are averaged over the ranks, and only rank 0 writes the log, the run directory and its
+/// checkpoints. A set-up that fails on any rank, or differs between ranks, is an AgreedError on every rank.
+struct Parallelism {
+  Communicator* comm = nullptr;  // nullptr: this process alone
+  DataParallelOptions data_parallel;
+};
+TrainSummary train(const TrainOptions& options, std::ostream& log, const ModelBuilder& build,
+                   const Parallelism& parallelism);
+
 /// What a resumed run may change; everything else is the saved run's.
 struct ResumeOptions {
   int64_t steps = 0;   // a new total number of steps; 0: the saved total
@@ -78,5 +97,9 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
 /// As resume(dir, options, log), rebuilding the model through `build` (given the saved model options) before
 /// the saved weights are loaded into it: a run trained with a builder resumes with the same builder.
 TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log, const ModelBuilder& build);
+/// As above, over the ranks of `parallelism`: rank 0's checkpoint continues on any number of ranks (the
+/// data stream goes on from the same example; each step's batch is batch_size x the ranks now).
+TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log, const ModelBuilder& build,
+                    const Parallelism& parallelism);
 
 }  // namespace tapegrad

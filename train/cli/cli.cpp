@@ -19,6 +19,7 @@
 #include "train/evaluate.h"
 #include "train/interrupt.h"
 #include "train/run_state.h"
+#include "train/mpi/launch.h"
 #include "train/trainer.h"
 #include "train/tsv.h"
 
@@ -32,6 +33,12 @@ struct TrainFlags {
   TrainOptions options;
   std::string task = "majority", resume;
   bool no_shuffle = false, json = false;
+  // Data parallelism: how mpirun started this process, the ranks once connected, and their settings.
+  Launch launch = launch_from_environment();
+  std::unique_ptr<Communicator> ranks;
+  DataParallelOptions data_parallel;
+  bool no_overlap = false;
+  double comm_timeout = 60;
 };
 
 /// text as one shell word, whatever it contains, for a command line the user can paste.
@@ -48,9 +55,18 @@ void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
     for (const char* name : names)
       if (given(name)) throw ValueError(cat(name, " ", why));
   };
+  if (f.launch.ranks == 1)
+    refuse({"--exact-reduction", "--no-overlap", "--bucket-mb", "--comm-timeout"},
+           "applies to data-parallel training only: mpirun -np N tapegrad train ... (N > 1)");
+  if (given("--no-overlap")) refuse({"--bucket-mb"}, "sizes the buckets that overlap backward, which --no-overlap turns off");
+  if (!(f.data_parallel.bucket_mb > 0 && std::isfinite(f.data_parallel.bucket_mb)))
+    throw ValueError(cat("--bucket-mb must be a finite number > 0, got ", f.data_parallel.bucket_mb));
+  if (!(f.comm_timeout > 0 && std::isfinite(f.comm_timeout)))
+    throw ValueError(cat("--comm-timeout must be a finite number of seconds > 0, got ", f.comm_timeout));
   if (!f.resume.empty()) {  // a resumed run keeps its saved settings; these few it can honour exactly
     const std::set<std::string> honoured = {"--resume", "--steps", "--threads", "--verbose", "--json", "--data", "--valid",
-                                             "--detect-anomaly"};
+                                             "--detect-anomaly", "--exact-reduction", "--no-overlap", "--bucket-mb",
+                                             "--comm-timeout"};
     for (const CLI::Option* option : cmd.get_options())
       if (option->count() > 0 && !honoured.count(option->get_name()))
         throw ValueError(cat(option->get_name(), " cannot change when resuming: --resume continues ", f.resume,
@@ -159,21 +175,50 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   cmd->add_flag("--verbose", o.verbose, "Also print the threads and the BLAS kernels in use");
   cmd->add_flag("--detect-anomaly", o.detect_anomaly,
                 "Check every op for NaN and Inf and name the first that makes one, with its shapes and place in the model (slower)");
+  // Data parallelism: `mpirun -np N tapegrad train ...` (docs/distributed.md).
+  cmd->add_flag("--exact-reduction", f.data_parallel.exact,
+                "mpirun: add the ranks' gradients in rank order in double, the same bits in every run (slower)");
+  cmd->add_flag("--no-overlap", f.no_overlap, "mpirun: sum the gradients after backward, not bucket by bucket during it");
+  cmd->add_option("--bucket-mb", f.data_parallel.bucket_mb, "mpirun: gradient megabytes per bucket summed during backward")
+      ->capture_default_str();
+  cmd->add_option("--comm-timeout", f.comm_timeout, "mpirun: seconds to wait for the other ranks before stopping")
+      ->capture_default_str();
   cmd->callback([&f, program, cmd] {
-    refuse_flags_without_effect(*cmd, f);
-    if (f.resume.empty()) check_flag_values(f);  // a resumed run's options are the saved ones, checked on loading
+    const auto check_flags = [&] {
+      refuse_flags_without_effect(*cmd, f);
+      if (f.resume.empty()) check_flag_values(f);  // a resumed run's options are the saved ones, checked on loading
+    };
+    if (f.launch.ranks > 1) {  // the ranks connect first, so that a flag one of them refuses stops them all
+      f.ranks = connect_ranks(f.comm_timeout);
+      std::string error;
+      try {
+        check_flags();
+      } catch (const ValueError& e) {
+        error = e.what();
+      }
+      agree_on_setup(*f.ranks, error, "{}");
+    } else {
+      check_flags();
+    }
     TrainOptions& o = f.options;
+    f.data_parallel.overlap = !f.no_overlap;
+    const Parallelism parallelism{f.ranks.get(), f.data_parallel};
     TrainSummary summary;
     if (!f.resume.empty()) {
       const bool threads_given = cmd->get_option("--threads")->count() > 0;
       summary = resume(f.resume,
                        ResumeOptions{o.steps, threads_given ? o.threads : -1, o.verbose, o.detect_anomaly, o.data, o.valid},
-                       std::cerr);
+                       std::cerr, build_classifier, parallelism);
     } else {
       o.task.name = f.task;
       o.shuffle = !f.no_shuffle;
-      summary = train(o, std::cerr);
+      summary = train(o, std::cerr, build_classifier, parallelism);
     }
+    if (f.launch.rank != 0) return;  // rank 0 reports for all
+    if (summary.ranks > 1)
+      std::fprintf(stderr, "%d ranks, %lld examples per step; waiting for the gradient sums: %.3f ms per step\n",
+                   summary.ranks, static_cast<long long>(summary.global_batch),
+                   1e3 * summary.allreduce_wait_seconds_per_step);
     std::fprintf(stderr,
                  "%s after %lld steps in %.1f s (training %.1f s at %.1f steps/s, validation %.1f s, checkpoints %.1f s): "
                  "validation accuracy %.2f%% (best %.2f%% at step %lld)\n",
@@ -438,6 +483,13 @@ int tapegrad::cli::main(int argc, char** argv) {
   add_gradcheck(app, gradcheck_json, gradcheck_filter);
   BenchFlags bench_flags;
   add_bench(app, bench_flags);
+  // Only training runs on several ranks; anything else mpirun starts N times would do N times the same.
+  if (const Launch launch = launch_from_environment(); launch.ranks > 1 && (argc < 2 || std::string(argv[1]) != "train")) {
+    if (launch.rank == 0)
+      std::fprintf(stderr, "tapegrad: mpirun started %d ranks, but only `tapegrad train` runs on several; run %s on one "
+                   "process, without mpirun\n", launch.ranks, argc < 2 ? "it" : argv[1]);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -449,9 +501,20 @@ int tapegrad::cli::main(int argc, char** argv) {
     std::fprintf(stderr, "tapegrad: %s (see --help)\n", e.what());
     return 2;
   } catch (const Interrupted& e) {  // stopped by SIGINT or SIGTERM after saving: exit as a shell reports it
-    std::fprintf(stderr, "%s\n", e.what());
+    if (train_flags.launch.rank == 0) std::fprintf(stderr, "%s\n", e.what());
     return 128 + e.signal;
+  } catch (const AgreedError& e) {  // every rank knows: rank 0 says it once
+    if (train_flags.launch.rank == 0) std::fprintf(stderr, "tapegrad train: %s\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
+    if (train_flags.launch.ranks > 1 && !train_flags.ranks && train_flags.launch.rank != 0) return 1;  // rank 0 says it
+    if (train_flags.ranks && train_flags.ranks->size() > 1) {
+      // Only this rank knows: the others would wait for it in their next collective, so all stop now.
+      std::fprintf(stderr, "tapegrad train (rank %d of %d): %s\n", train_flags.ranks->rank(), train_flags.ranks->size(),
+                   e.what());
+      std::fflush(stderr);
+      train_flags.ranks->abort(1);
+    }
     const std::string sub = app.get_subcommands().empty() ? "" : " " + app.get_subcommands()[0]->get_name();
     std::fprintf(stderr, "tapegrad%s: %s\n", sub.c_str(), e.what());
     return 1;
