@@ -224,7 +224,7 @@ void agree_on_setup(Communicator& comm, const std::string& error, const std::str
     const json patch = json::diff(first, theirs);
     if (patch.empty()) continue;
     const std::string path = patch[0].at("path").get<std::string>();
-    const json pointer = json::json_pointer(path);
+    const json::json_pointer pointer(path);
     const std::string on_0 = first.contains(pointer) ? first.at(pointer).dump() : "nothing";
     const std::string on_r = theirs.contains(pointer) ? theirs.at(pointer).dump() : "nothing";
     const std::string who = on_rank(static_cast<int>(r), ranks[r].at("host"));

@@ -151,12 +151,34 @@ std::pair<double, double> data_parallel_step(Run& run, const InterruptGuard& int
   return {sums[0] / static_cast<double>(m), sums[1] / static_cast<double>(m)};
 }
 
-/// Rank 0 writes the checkpoint; before, every rank hands it its dropout stream's state for trainer.json.
+/// FNV-1a over the bytes of every parameter: ranks that applied the same updates have the same.
+std::string weights_fingerprint(const nn::SequenceClassifier& model) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const auto& [name, p] : model.named_parameters()) {
+    const Tensor values = p.contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(values.storage()->data) + values.offset() * itemsize(values.dtype());
+    for (size_t i = 0; i < static_cast<size_t>(values.numel()) * itemsize(values.dtype()); ++i)
+      hash = (hash ^ bytes[i]) * 0x100000001b3ULL;
+  }
+  return std::to_string(hash);
+}
+
+/// Rank 0 writes the checkpoint. Before, every rank hands it its dropout stream's state for trainer.json,
+/// and the ranks check that their weights are still the same bits: averaging keeps them so, and a rank that
+/// drifted (other code, a fault) would otherwise go unnoticed.
 void publish(Run& run, bool is_best, double elapsed) {
   if (run.comm->size() > 1) {
-    const std::vector<std::string> states = run.comm->allgather(to_json(run.dropout_rng->state()).dump());
+    const std::vector<std::string> states = run.comm->allgather(
+        json{{"dropout", to_json(run.dropout_rng->state())}, {"weights", weights_fingerprint(*run.model)}}.dump());
     run.rank_dropout.clear();
-    for (size_t r = 1; r < states.size(); ++r) run.rank_dropout.push_back(json::parse(states[r]));
+    const json first = json::parse(states[0]);
+    for (size_t r = 1; r < states.size(); ++r) {
+      const json rank = json::parse(states[r]);
+      if (rank.at("weights") != first.at("weights"))
+        throw AgreedError(cat("rank ", r, "'s weights differ from rank 0's at step ", run.step,
+                              ": the ranks must run the same tapegrad on the same data; ", kept_checkpoint(run)));
+      run.rank_dropout.push_back(rank.at("dropout"));
+    }
   }
   if (run.comm->rank() == 0) publish_step(run, is_best, elapsed);
   else run.published_step = run.step;
@@ -320,6 +342,9 @@ TrainSummary loop(Run& run, std::ostream& log) try {
   return summary;
 } catch (const AnomalyError& e) {
   throw AnomalyError(cat(e.what(), "; stopped after step ", run.step, "; ", kept_checkpoint(run)));
+} catch (const CommunicationError& e) {
+  throw CommunicationError(cat(e.what(), "; stopped at step ", run.step, "; ", kept_checkpoint(run),
+                               ": continue with mpirun -np N tapegrad train --resume ", run.options.out));
 }
 
 }  // namespace
