@@ -4,9 +4,12 @@ BUILD      ?= build
 BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc)
 PACKAGES   := cmake g++ make libopenblas-dev catch2 libcli11-dev nlohmann-json3-dev libutfcpp-dev
+# The tests also run data-parallel training on MPI (tests/mpi, docs/distributed.md): Debian's OpenMPI, and
+# iproute2 for the test whose ranks sit on two simulated hosts (network namespaces).
+TEST_PACKAGES := $(PACKAGES) libopenmpi-dev openmpi-bin iproute2
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build demo test test-asan install soak fuzz bench clean
+.PHONY: all deps test-deps build demo test test-asan install soak fuzz bench bench-mpi clean
 
 all: build
 
@@ -30,11 +33,17 @@ demo: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) --target tapegrad -j $(JOBS)
 	./$(BUILD)/tapegrad train --task majority --target-acc 0.99 --steps 3000 --out runs/demo --overwrite
 
-test: build
+# Configured again (a second or two): a build tree made before `make test` installed MPI then finds it.
+test-deps:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(TEST_PACKAGES)"
+
+test: test-deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer, in its own build tree.
-test-asan: deps
+test-asan: test-deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTAPEGRAD_SANITIZE=ON
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
@@ -78,6 +87,14 @@ fuzz:
 # runs when /usr/bin/python3 has Debian's python3-torch. An OPENBLAS_CORETYPE in your environment is obeyed.
 bench: build
 	/usr/bin/python3 bench/compare.py ./$(BUILD)/tapegrad
+
+# Data-parallel scaling (not part of `make test`): `mpirun -np N tapegrad train` for N = 1, 2, 4 on the small
+# and medium models, and the communication cost projected to more ranks and real networks
+# (bench/mpi_scaling.py, docs/distributed.md).
+bench-mpi: test-deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	cmake --build $(BUILD) --target tapegrad -j $(JOBS)
+	/usr/bin/python3 bench/mpi_scaling.py ./$(BUILD)/tapegrad
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

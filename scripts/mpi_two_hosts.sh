@@ -115,11 +115,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-on_signal() {  # pass the signal on to mpirun (which stops the ranks), give it a few s, then clean up
+on_signal() {  # pass the signal on to mpirun (which stops the ranks), give it 10 s, then clean up
   local sig=$1 code=$2
   if [ -n "$mpirun_pid" ] && kill -0 "$mpirun_pid" 2>/dev/null; then
     kill -"$sig" "$mpirun_pid" 2>/dev/null
-    for _ in $(seq 50); do
+    for _ in $(seq 100); do
       kill -0 "$mpirun_pid" 2>/dev/null || break
       sleep 0.1
     done
@@ -130,7 +130,9 @@ trap 'on_signal INT 130' INT
 trap 'on_signal TERM 143' TERM
 trap 'on_signal HUP 129' HUP
 
-# --- namespaces left by runs of this script that were killed with SIGKILL (their pid is gone)
+# --- leftovers of runs of this script that were killed with SIGKILL before their watchdog could act
+# (the name holds the pid of the run; that pid no longer exists)
+tmp_base=${TMPDIR:-/tmp}
 for stale in $(ip netns list 2>/dev/null | sed -n 's/^\(tgmpi-[0-9][0-9]*-[0-9a-f]*-[ab]\)\( .*\)\{0,1\}$/\1/p'); do
   stale_pid=${stale#tgmpi-}
   stale_pid=${stale_pid%%-*}
@@ -138,6 +140,12 @@ for stale in $(ip netns list 2>/dev/null | sed -n 's/^\(tgmpi-[0-9][0-9]*-[0-9a-
     kill_ns_procs "$stale"
     ip netns del "$stale" 2>/dev/null
   fi
+done
+for stale in "$tmp_base"/tgmpi-[0-9]*-[0-9a-f][0-9a-f][0-9a-f].??????; do
+  if [ ! -d "$stale" ] || [ ! -O "$stale" ]; then continue; fi
+  stale_pid=${stale##*/tgmpi-}
+  stale_pid=${stale_pid%%-*}
+  kill -0 "$stale_pid" 2>/dev/null || rm -rf "$stale"
 done
 
 # --- the two hosts
@@ -164,7 +172,22 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tgmpi-$tag.XXXXXX") || skip "mktemp failed"
+tmp=$(mktemp -d "$tmp_base/tgmpi-$tag.XXXXXX") || skip "mktemp failed"
+
+# A watchdog outside this script's process tree and session (ctest kills a timed-out test and its
+# descendants with SIGKILL, and no trap runs then): when this script's pid is gone it kills whatever
+# still runs in the two namespaces, deletes them and the temp directory. After a normal exit it finds
+# nothing left to do.
+# shellcheck disable=SC2016  # the inner shell expands its own positional parameters
+( setsid sh -c '
+  while kill -0 "$0" 2>/dev/null; do sleep 0.5; done
+  for ns in "$1" "$2"; do
+    pids=$(ip netns pids "$ns" 2>/dev/null)
+    [ -n "$pids" ] && kill -KILL $pids 2>/dev/null
+    ip netns del "$ns" 2>/dev/null
+  done
+  rm -rf "$3"
+' "$$" "$ns_a" "$ns_b" "$tmp" </dev/null >/dev/null 2>&1 & )
 hostfile=$tmp/hostfile
 agent=$tmp/netns_rsh
 printf '%s slots=%s\n%s slots=%s\n' "$addr_a" "$ranks_per_host" "$addr_b" "$ranks_per_host" >"$hostfile"
@@ -195,13 +218,18 @@ extra=(${MPI_TWO_HOSTS_MPIRUN_ARGS:-})
 mpirun_cmd=(mpirun -np "$np" --hostfile "$hostfile" --bind-to none
   --mca plm rsh --mca plm_rsh_agent "$agent" --mca plm_rsh_no_tree_spawn 1
   --mca btl tcp,self --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet"
-  -x MPI_TWO_HOSTS
+  -x MPI_TWO_HOSTS --stdin none
   "${extra[@]}" -- "$@")
 
-# mpirun runs in namespace A with its own hostname, in the background so that the traps can act
+# mpirun runs in namespace A with its own hostname, in the background so that the traps can act, and
+# (set -m) in a process group of its own, so that a Ctrl-C on the terminal reaches it once, through
+# on_signal, and not twice (a second SIGINT makes mpirun quit at once without stopping the ranks).
+# For the same reason it does not read the terminal: --stdin none.
+set -m
 # shellcheck disable=SC2016  # $0 and $@ are for the inner shell
 ip netns exec "$ns_a" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$host_a" "${mpirun_cmd[@]}" &
 mpirun_pid=$!
+set +m
 wait "$mpirun_pid"
 rc=$?
 mpirun_pid=

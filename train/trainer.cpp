@@ -191,6 +191,12 @@ const MetricsRow* last_validation(const std::vector<MetricsRow>& rows) {
   return nullptr;
 }
 
+/// The command that continues the run, for the messages of a run that stops early.
+std::string resume_command(const Run& run) {
+  const int ranks = run.comm->size();
+  return cat(ranks > 1 ? cat("mpirun -np ", ranks, " ") : "", "tapegrad train --resume ", run.options.out);
+}
+
 /// Wall-clock seconds since it was made or last asked, so that the loop can charge every moment to exactly
 /// one of training, validation and checkpoints.
 class Lap {
@@ -243,7 +249,7 @@ TrainSummary loop(Run& run, std::ostream& log) try {
       progress.clear();
       if (run.published_step != run.step) publish(run, false, seconds_now());
       throw Interrupted(signal, cat("interrupted by ", signal_name(signal), " at step ", run.step,
-                                    ": checkpoint saved; continue with: tapegrad train --resume ", o.out));
+                                    ": checkpoint saved; continue with: ", resume_command(run)));
     }
     double loss_value = 0, auxiliary_value = 0;
     if (data_parallel) {
@@ -343,8 +349,8 @@ TrainSummary loop(Run& run, std::ostream& log) try {
 } catch (const AnomalyError& e) {
   throw AnomalyError(cat(e.what(), "; stopped after step ", run.step, "; ", kept_checkpoint(run)));
 } catch (const CommunicationError& e) {
-  throw CommunicationError(cat(e.what(), "; stopped at step ", run.step, "; ", kept_checkpoint(run),
-                               ": continue with mpirun -np N tapegrad train --resume ", run.options.out));
+  throw CommunicationError(cat(e.what(), "; stopped at step ", run.step, "; ", kept_checkpoint(run), ": continue with ",
+                               resume_command(run)));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "support/cli.h"
@@ -146,7 +147,7 @@ TEST_CASE("mpi: exact reduction: N ranks x batch b are one rank x batch N·b wit
     for (int n : {2, 4}) {
       ranks(n, dir / cat("ranks", n), cat(sgd, " --batch-size ", 64 / n));
       const double d = relative_distance(dir / "one", dir / cat("ranks", n), dir / "start", dir / "one");
-      INFO(n << " ranks: " << d);
+      UNSCOPED_INFO("SGD, one step, " << n << " ranks: relative distance " << d);
       CHECK(d < 1e-5);  // docs/distributed.md: measured 1e-6 (float32 sums in another order)
     }
   }
@@ -157,7 +158,7 @@ TEST_CASE("mpi: exact reduction: N ranks x batch b are one rank x batch N·b wit
     for (int n : {2, 4}) {
       ranks(n, dir / cat("ranks", n), cat(adamw, " --batch-size ", 64 / n));
       const double d = relative_distance(dir / "one", dir / cat("ranks", n), dir / "start", dir / "one");
-      INFO(n << " ranks: " << d);
+      UNSCOPED_INFO("AdamW, 5 steps, " << n << " ranks: relative distance " << d);
       CHECK(d < 1e-3);  // docs/distributed.md: measured 1.2e-4 (Adam divides by |g|, so it amplifies)
     }
     ranks(4, dir / "again", cat(adamw, " --batch-size 16"));
@@ -177,7 +178,7 @@ TEST_CASE("mpi: exact reduction: N ranks x batch b are one rank x batch N·b wit
       const json state = json::parse(read_file(dir / cat("tsv", n) + "/trainer.json"));
       CHECK(state.at("step") == 8);  // 2 epochs of 4 steps
       const double d = relative_distance(dir / "tsv_one", dir / cat("tsv", n), dir / "tsv_start", dir / "tsv_one");
-      INFO(n << " ranks: " << d);
+      UNSCOPED_INFO("TSV epochs, SGD, 8 steps, " << n << " ranks: relative distance " << d);
       CHECK(d < 1e-5);
     }
   }
@@ -300,4 +301,45 @@ TEST_CASE("mpi: ranks with other flags, other data or no shared run directory ar
     r = run_cli(dir, cat("train ", run, " --exact-reduction"));
     require_one_tapegrad_error(r, "--exact-reduction applies to data-parallel training only: mpirun -np N");
   }
+}
+
+TEST_CASE("mpi: Ctrl-C (SIGINT to mpirun) stops every rank after the same step, with that step's checkpoint") {
+  TempDir dir("tapegrad_test_mpi_interrupt");
+  const std::string out = dir / "run", log = dir / "mpirun.log", status = dir / "status";
+  run_shell(dir, cat("(", mpirun(2), tapegrad_command(), " train ", small_run(out, 16, 1000000, 50), " >", quote(log),
+                     " 2>&1; echo $? >", quote(status), ") & echo $! >", quote(dir / "pid")));
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(out + "/latest") && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(fs::exists(out + "/latest"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  pid_t mpirun_pid = 0;  // mpirun is the child of the subshell whose pid the file holds
+  const std::string subshell = lines_of(read_file(dir / "pid")).at(0);
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string stat = read_file(entry.path().string() + "/stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos || read_file(entry.path().string() + "/cmdline").find(out) == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    std::string state, parent;
+    fields >> state >> parent;
+    if (parent == subshell) mpirun_pid = static_cast<pid_t>(std::stol(entry.path().filename().string()));
+  }
+  REQUIRE(mpirun_pid > 0);
+  REQUIRE(::kill(mpirun_pid, SIGINT) == 0);
+  while (!fs::exists(status) && Clock::now() < deadline + std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const std::string said = read_file(log);
+  INFO(said);
+  REQUIRE(fs::exists(status));
+  const std::smatch stop = [&] {
+    std::smatch m;
+    std::regex_search(said, m, std::regex("interrupted by SIG[A-Z]+ at step ([0-9]+): checkpoint saved; continue with: "
+                                          "mpirun -np 2 tapegrad train --resume "));
+    return m;
+  }();
+  REQUIRE(!stop.empty());
+  CHECK(lines_starting(said, "interrupted by") == 1);  // rank 0 says it for all
+  CHECK(json::parse(read_file(out + "/trainer.json")).at("step").get<int64_t>() == std::stoll(stop[1].str()));
+  const Result r = train_on(dir, 2, cat("--resume ", quote(out), " --steps ", std::stoll(stop[1].str()) + 10));
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
 }
