@@ -41,10 +41,11 @@ struct Run {
   double window_loss = 0;                                           // training loss summed since the last row
   int64_t window_steps = 0;
   RunTiming timing;                                                 // all sessions, up to the last checkpoint
-  // Data parallelism (data_parallel.h): the run's ranks (one process: single_process()), the averager of
+  // Data parallelism (data_parallel.h): the run's ranks (one process: single_process()) and their hosts, the averager of
   // their gradients, the dropout streams of ranks 1.. as the last checkpoint gathered them (trainer.json),
   // and a stop that every rank agreed on (the signal; 0: none).
   Communicator* comm = &single_process();
+  int hosts = 1;
   std::unique_ptr<GradientAverager> averager;
   std::vector<nlohmann::json> rank_dropout;
   int agreed_stop = 0;

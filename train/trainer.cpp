@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <set>
 #include <ostream>
 #include <tuple>
 #include <utility>
@@ -426,6 +427,8 @@ void join_ranks(Run& run, const std::string& error, const DataParallelOptions& p
   agree_on_setup(comm, error, error.empty() ? settings_to_agree_on(run, parallel) : "{}");
   if (comm.rank() == 0) fs::create_directories(run.options.out);
   check_shared_directory(comm, run.options.out);
+  const std::vector<std::string> hosts = comm.allgather(comm.host());
+  run.hosts = static_cast<int>(std::set<std::string>(hosts.begin(), hosts.end()).size());
   std::vector<Tensor> state;
   for (const auto& [name, p] : run.model->named_parameters()) state.push_back(p);
   const nn::NamedTensors optimizer_state = run.optimizer->state();
@@ -501,7 +504,9 @@ TrainSummary train(const TrainOptions& options, std::ostream& given_log, const M
   log << "training " << run.model->parameter_count() << " parameters on "
       << (run.options.data.empty() ? "task " + run.options.task.name : run.options.data) << " for "
       << run.total_steps << " steps (batch " << run.options.batch_size;
-  if (ranks > 1) log << " per rank x " << ranks << " ranks = " << run.options.batch_size * ranks << " per step";
+  if (ranks > 1)
+    log << " per rank x " << ranks << " ranks" << (run.hosts > 1 ? cat(" on ", run.hosts, " hosts") : "") << " = "
+        << run.options.batch_size * ranks << " per step";
   log << ", context " << run.options.context_length << ", " << run.data.vocab.size() << " tokens, "
       << run.data.labels.size() << " classes) into " << run.options.out << "\n";
   return loop(run, log);

@@ -21,10 +21,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// After a signal, how long the other ranks may stay silent before this one stops waiting: a rank that
-/// was asked to stop goes on to the end of its step, which needs the others; when they do not answer,
-/// they are gone.
-constexpr double kSilenceAfterSignal = 2.0;
+/// After a signal, how long the other ranks may stay silent before this one stops waiting. When a rank
+/// dies, mpirun sends the others SIGTERM one second later and SIGKILL one second after that
+/// (odls_base_sigkill_timeout): half a second leaves a rank blocked in a collective the time to say where
+/// it stopped and which checkpoint is intact before it is killed.
+constexpr double kSilenceAfterSignal = 0.5;
 
 std::string mpi_error(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
@@ -181,12 +182,13 @@ void MpiPending::wait() {
     if (interrupt_received() && signalled == Clock::time_point{}) signalled = now;
     const bool silent_after_signal =
         signalled != Clock::time_point{} && std::chrono::duration<double>(now - signalled).count() > kSilenceAfterSignal;
-    if (waited > comm_.timeout() || silent_after_signal)
-      throw CommunicationError(cat(
-          comm_.who(), ": the other ranks stopped answering while ", what_, " (",
-          silent_after_signal ? cat("stopped by a signal, then no answer for ", kSilenceAfterSignal, " s")
-                              : cat("no answer for ", comm_.timeout(), " s: --comm-timeout"),
-          "); a rank has died, been killed or hung, and mpirun's message names it"));
+    if (silent_after_signal)
+      throw CommunicationError(cat(comm_.who(), ": stopped by ", signal_name(interrupt_received()),
+                                   " while waiting for the other ranks (", what_, "), which stayed silent: mpirun "
+                                   "stops every rank when one fails, and its message names it"));
+    if (waited > comm_.timeout())
+      throw CommunicationError(cat(comm_.who(), ": no answer from the other ranks for ", comm_.timeout(), " s while ",
+                                   what_, " (--comm-timeout): a rank has died, hung or lost the network"));
     // Spin briefly (a sum of a small model takes microseconds), then yield the core to whoever computes.
     if (polls < 1000) sched_yield();
     else std::this_thread::sleep_for(std::chrono::microseconds(100));
