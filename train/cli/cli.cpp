@@ -510,8 +510,11 @@ int tapegrad::cli::main(int argc, char** argv) {
     if (train_flags.launch.ranks > 1 && !train_flags.ranks && train_flags.launch.rank != 0) return 1;  // rank 0 says it
     if (train_flags.ranks && train_flags.ranks->size() > 1) {
       // Only this rank knows: the others would wait for it in their next collective, so all stop now.
-      std::fprintf(stderr, "tapegrad train (rank %d of %d): %s\n", train_flags.ranks->rank(), train_flags.ranks->size(),
-                   e.what());
+      if (dynamic_cast<const CommunicationError*>(&e))  // it names the rank
+        std::fprintf(stderr, "tapegrad train: %s\n", e.what());
+      else
+        std::fprintf(stderr, "tapegrad train (rank %d of %d): %s\n", train_flags.ranks->rank(), train_flags.ranks->size(),
+                     e.what());
       std::fflush(stderr);
       train_flags.ranks->abort(1);
     }

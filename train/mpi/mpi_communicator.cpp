@@ -93,7 +93,7 @@ class MpiCommunicator final : public Communicator {
   std::vector<std::string> allgather(const std::string& mine) override {
     const int64_t length = static_cast<int64_t>(mine.size());
     std::vector<int64_t> lengths(static_cast<size_t>(size_));
-    MpiPending sizes(*this, "exchanging set-up information");
+    MpiPending sizes(*this, "gathering from every rank");
     check(MPI_Iallgather(&length, 1, MPI_INT64_T, lengths.data(), 1, MPI_INT64_T, MPI_COMM_WORLD, sizes.request()),
           "MPI_Iallgather");
     sizes.wait();
@@ -106,7 +106,7 @@ class MpiCommunicator final : public Communicator {
       total += n;
     }
     std::string all(static_cast<size_t>(total), '\0');
-    MpiPending bytes(*this, "exchanging set-up information");
+    MpiPending bytes(*this, "gathering from every rank");
     check(MPI_Iallgatherv(mine.data(), static_cast<int>(length), MPI_CHAR, all.data(), counts.data(), offsets.data(),
                           MPI_CHAR, MPI_COMM_WORLD, bytes.request()),
           "MPI_Iallgatherv");
