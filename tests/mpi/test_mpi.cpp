@@ -148,7 +148,7 @@ TEST_CASE("mpi: exact reduction: N ranks x batch b are one rank x batch N·b wit
       ranks(n, dir / cat("ranks", n), cat(sgd, " --batch-size ", 64 / n));
       const double d = relative_distance(dir / "one", dir / cat("ranks", n), dir / "start", dir / "one");
       UNSCOPED_INFO("SGD, one step, " << n << " ranks: relative distance " << d);
-      CHECK(d < 1e-5);  // docs/distributed.md: measured 1e-6 (float32 sums in another order)
+      CHECK(d < 1e-5);  // docs/distributed.md: measured 9.3e-7 and 1.0e-6 (float32 sums in another order)
     }
   }
   SECTION("AdamW, 5 steps; and the same command twice gives the same bytes") {
@@ -159,7 +159,7 @@ TEST_CASE("mpi: exact reduction: N ranks x batch b are one rank x batch N·b wit
       ranks(n, dir / cat("ranks", n), cat(adamw, " --batch-size ", 64 / n));
       const double d = relative_distance(dir / "one", dir / cat("ranks", n), dir / "start", dir / "one");
       UNSCOPED_INFO("AdamW, 5 steps, " << n << " ranks: relative distance " << d);
-      CHECK(d < 1e-3);  // docs/distributed.md: measured 1.2e-4 (Adam divides by |g|, so it amplifies)
+      CHECK(d < 3e-3);  // docs/distributed.md: measured 4.3e-4 and 5.3e-4 (Adam divides by |g|: it amplifies)
     }
     ranks(4, dir / "again", cat(adamw, " --batch-size 16"));
     CHECK(read_file(dir / "again/model.safetensors") == read_file(dir / "ranks4/model.safetensors"));
