@@ -44,24 +44,20 @@ class MirroredRanks final : public Communicator {
   };
 };
 
-nn::ClassifierOptions small_classifier() {
-  nn::ClassifierOptions o;
-  o.vocab_size = 12;
-  o.d_model = 16;
-  o.n_heads = 2;
-  o.d_ff = 32;
-  o.n_layers = 2;
-  o.context_length = 8;
-  o.num_classes = 3;
-  o.dropout = 0;
-  return o;
-}
-
+/// The smallest classifier (nn::micro_classifier) and a batch of two sequences for it, the second padded.
 struct Step {
-  Tensor ids = tapegrad::ids({1, 4, 5, 2, 7, 3, 3, 3, 9, 11, 2, 1, 5, 6, 0, 0}, {2, 8});
-  Tensor mask = tapegrad::mask({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, {2, 8});  // <pad> = 0
+  Generator init;
+  nn::SequenceClassifier model;
+  nn::NamedTensors params = model.named_parameters();
+  Tensor ids = tapegrad::ids({1, 4, 5, 2, 6, 3, 3, 3, 2, 1, 0, 0}, {2, 6});
+  Tensor mask = tapegrad::mask({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, {2, 6});  // <pad> = 0
   Tensor targets = tapegrad::ids({2, 0}, {2});
-  Tensor loss(nn::SequenceClassifier& model) const { return cross_entropy(model.forward(ids, mask), targets); }
+
+  explicit Step(uint64_t seed) : init(seed), model(nn::micro_classifier(), init, std::make_shared<Generator>(0)) {}
+  Tensor loss() { return cross_entropy(model.forward(ids, mask), targets); }
+  void zero_grad() {
+    for (const auto& [name, p] : params) p.zero_grad();
+  }
 };
 
 std::vector<std::vector<double>> gradients(const nn::NamedTensors& params) {
@@ -87,26 +83,23 @@ TEST_CASE("data parallel: shares of a batch are consecutive, differ by at most o
 }
 
 TEST_CASE("data parallel: the averaged gradients are one process's, and buckets are summed while backward runs") {
-  Generator init(3);
-  nn::SequenceClassifier model(small_classifier(), init, std::make_shared<Generator>(0));
-  const nn::NamedTensors params = model.named_parameters();
-  const Step step;
-  backward(step.loss(model));
-  const auto alone = gradients(params);
+  Step step(3);
+  backward(step.loss());
+  const auto alone = gradients(step.params);
 
   for (const bool exact : {false, true}) {
     for (const bool overlap : {true, false}) {
       INFO("exact " << exact << ", overlap " << overlap);
       MirroredRanks ranks;
-      ranks.watched = params.front().second;  // the token embedding: read first, so complete last
-      GradientAverager averager(ranks, params, DataParallelOptions{overlap, exact, 0.002});
-      for (const auto& [name, p] : params) p.zero_grad();
-      averager.backward(step.loss(model), 2, 4);  // both ranks hold 2 of the batch's 4 examples: weight 1
+      ranks.watched = step.params.front().second;  // the token embedding: read first, so complete last
+      GradientAverager averager(ranks, step.params, DataParallelOptions{overlap, exact, 0.0001});
+      step.zero_grad();
+      averager.backward(step.loss(), 2, 4);  // both ranks hold 2 of the batch's 4 examples: weight 1
       std::array<double, 1> sums = {1.5};
       averager.finish(sums);
       CHECK(sums[0] == 3.0);  // summed over the two ranks
       // (g + g) / 2 and the double sum of g and g, halved, are both g again, bit for bit.
-      CHECK(gradients(params) == alone);
+      CHECK(gradients(step.params) == alone);
       REQUIRE(!ranks.watched_had_grad.empty());
       if (overlap) {
         CHECK(averager.buckets() > 3);
@@ -120,30 +113,27 @@ TEST_CASE("data parallel: the averaged gradients are one process's, and buckets 
 }
 
 TEST_CASE("data parallel: an uneven share is weighted by its examples, and a rank with none adds zeros") {
-  Generator init(5);
-  nn::SequenceClassifier model(small_classifier(), init, std::make_shared<Generator>(0));
-  const nn::NamedTensors params = model.named_parameters();
-  const Step step;
-  backward(step.loss(model));
-  const auto alone = gradients(params);
+  Step step(5);
+  backward(step.loss());
+  const auto alone = gradients(step.params);
   MirroredRanks ranks;
-  ranks.watched = params.front().second;
-  GradientAverager averager(ranks, params, DataParallelOptions{});
-  for (const auto& [name, p] : params) p.zero_grad();
+  ranks.watched = step.params.front().second;
+  GradientAverager averager(ranks, step.params, DataParallelOptions{});
+  step.zero_grad();
   // This rank holds 2 of the batch's 8 examples (weight 2 * 2 / 8 = 1/2), and so does its mirror: the
   // average is a quarter of the whole batch's mean loss, i.e. g / 2.
-  averager.backward(step.loss(model), 2, 8);
+  averager.backward(step.loss(), 2, 8);
   std::array<double, 0> none{};
   averager.finish(none);
-  const auto halved = gradients(params);
+  const auto halved = gradients(step.params);
   for (size_t i = 0; i < alone.size(); ++i)
     for (size_t k = 0; k < alone[i].size(); ++k) CHECK(halved[i][k] == alone[i][k] / 2);
 
   // A rank with no examples this step runs no backward: its zeros leave the others' sum alone, and a
   // parameter no rank has a gradient for keeps none.
-  for (const auto& [name, p] : params) p.zero_grad();
+  step.zero_grad();
   averager.finish(none);
-  for (const auto& [name, p] : params) CHECK_FALSE(p.grad().defined());
+  for (const auto& [name, p] : step.params) CHECK_FALSE(p.grad().defined());
 }
 
 TEST_CASE("data parallel: parameters that are not float32 are refused by name") {
