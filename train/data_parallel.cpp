@@ -6,11 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 #include "autograd/tape.h"
 
@@ -41,7 +40,7 @@ struct GradientAverager::Bucket {
   std::vector<float> values;    // the packed gradients, then their sum
   std::vector<float> gathered;  // exact mode: every rank's values, rank 0's first
   std::vector<size_t> params;
-  size_t unpacked = 0;          // parameters not packed yet this step
+  size_t unpacked = 0;  // parameters not packed yet this step
   std::unique_ptr<PendingCollective> pending;
 };
 
@@ -58,7 +57,8 @@ GradientAverager::GradientAverager(Communicator& comm, const optim::NamedParamet
   param_slot_.resize(params_.size());
   for (size_t i = params_.size(); i-- > 0;) {  // the output layers first: their gradients complete first
     const size_t bytes = static_cast<size_t>(params_[i].numel()) * sizeof(float);
-    if (buckets_.empty() || (!buckets_.back().params.empty() && (buckets_.back().values.size() * sizeof(float) + bytes) > cap))
+    if (buckets_.empty() ||
+        (!buckets_.back().params.empty() && (buckets_.back().values.size() * sizeof(float) + bytes) > cap))
       buckets_.emplace_back();
     Bucket& bucket = buckets_.back();
     param_slot_[i] = {buckets_.size() - 1, bucket.values.size()};
@@ -90,7 +90,8 @@ void GradientAverager::backward(const Tensor& loss, int64_t n, int64_t m) {
   for (size_t i = 0; i < tape.size(); ++i)
     for (const Edge& edge : tape.entry(i).inputs)
       if (edge.meta)
-        if (auto it = index.find(edge.meta.get()); it != index.end()) first[it->second] = std::min(first[it->second], i);
+        if (auto it = index.find(edge.meta.get()); it != index.end())
+          first[it->second] = std::min(first[it->second], i);
   completes_at_.clear();
   for (size_t p = 0; p < params_.size(); ++p)
     if (first[p] != std::numeric_limits<size_t>::max()) completes_at_.emplace_back(first[p], p);
@@ -103,7 +104,8 @@ void GradientAverager::complete_up_to(size_t entry) {
   // Every entry at or after `entry` has run (or had no gradient to pass on): the parameters first read
   // there have their whole gradient.
   bool packed_any = false;
-  for (; next_completion_ < completes_at_.size() && completes_at_[next_completion_].first >= entry; ++next_completion_) {
+  for (; next_completion_ < completes_at_.size() && completes_at_[next_completion_].first >= entry;
+       ++next_completion_) {
     pack(completes_at_[next_completion_].second);
     packed_any = true;
   }
@@ -125,8 +127,10 @@ void GradientAverager::pack(size_t p) {
   } else {
     const Tensor g = grad.contiguous();
     const float* src = g.data<float>();
-    if (weight_ == 1.0f) std::copy(src, src + n, out);
-    else for (size_t i = 0; i < n; ++i) out[i] = weight_ * src[i];
+    if (weight_ == 1.0f)
+      std::copy(src, src + n, out);
+    else
+      for (size_t i = 0; i < n; ++i) out[i] = weight_ * src[i];
   }
   --bucket.unpacked;
 }
@@ -134,7 +138,8 @@ void GradientAverager::pack(size_t p) {
 void GradientAverager::start_ready_buckets() {
   for (; next_bucket_ < buckets_.size() && buckets_[next_bucket_].unpacked == 0; ++next_bucket_) {
     Bucket& bucket = buckets_[next_bucket_];
-    bucket.pending = options_.exact ? comm_.start_gather(bucket.values, bucket.gathered) : comm_.start_sum(bucket.values);
+    bucket.pending =
+        options_.exact ? comm_.start_gather(bucket.values, bucket.gathered) : comm_.start_sum(bucket.values);
   }
 }
 
@@ -195,7 +200,8 @@ void broadcast_tensors(Communicator& comm, const std::vector<Tensor>& tensors) {
   size_t at = 0;
   for (const Tensor& t : tensors) {
     const size_t n = static_cast<size_t>(t.numel()) * itemsize(t.dtype());
-    std::memcpy(bytes.data() + at, static_cast<const std::byte*>(t.storage()->data) + t.offset() * itemsize(t.dtype()), n);
+    std::memcpy(bytes.data() + at, static_cast<const std::byte*>(t.storage()->data) + t.offset() * itemsize(t.dtype()),
+                n);
     at += n;
   }
   comm.broadcast(bytes);

@@ -73,8 +73,8 @@ class GradientAverager {
   DataParallelOptions options_;
   std::vector<Tensor> params_;
   std::vector<Bucket> buckets_;
-  std::vector<std::pair<size_t, size_t>> param_slot_;       // param -> (bucket, offset)
-  std::vector<std::pair<size_t, size_t>> completes_at_;     // (tape entry, param), highest entry first
+  std::vector<std::pair<size_t, size_t>> param_slot_;    // param -> (bucket, offset)
+  std::vector<std::pair<size_t, size_t>> completes_at_;  // (tape entry, param), highest entry first
   std::vector<char> packed_;
   size_t next_completion_ = 0, next_bucket_ = 0;
   float weight_ = 1;

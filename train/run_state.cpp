@@ -22,20 +22,23 @@ json to_json(const RunTiming& t) {
 
 json Run::trainer_state(double elapsed) const {
   json state = {{"format", "tapegrad-trainer-1"},
-          {"step", step},
-          {"total_steps", total_steps},
-          {"epoch", data.stream->epoch()},
-          {"options", to_json(options)},
-          {"schedule",
-           {{"kind", optim::schedule_name(schedule.kind)}, {"base_lr", schedule.base_lr},
-            {"warmup_steps", schedule.warmup_steps}, {"total_steps", schedule.total_steps}, {"min_lr", schedule.min_lr}}},
-          {"rng", {{"data", data.stream->state()}, {"dropout", to_json(dropout_rng->state())}}},
-          {"best", {{"accuracy", best_accuracy}, {"loss", best_loss}, {"step", best_step}}},
-          {"elapsed_seconds", elapsed},
-          {"timing", to_json(timing)},
-          {"truncated", truncated},
-          {"data", data.sources},
-          {"window", {{"loss", window_loss}, {"steps", window_steps}}}};
+                {"step", step},
+                {"total_steps", total_steps},
+                {"epoch", data.stream->epoch()},
+                {"options", to_json(options)},
+                {"schedule",
+                 {{"kind", optim::schedule_name(schedule.kind)},
+                  {"base_lr", schedule.base_lr},
+                  {"warmup_steps", schedule.warmup_steps},
+                  {"total_steps", schedule.total_steps},
+                  {"min_lr", schedule.min_lr}}},
+                {"rng", {{"data", data.stream->state()}, {"dropout", to_json(dropout_rng->state())}}},
+                {"best", {{"accuracy", best_accuracy}, {"loss", best_loss}, {"step", best_step}}},
+                {"elapsed_seconds", elapsed},
+                {"timing", to_json(timing)},
+                {"truncated", truncated},
+                {"data", data.sources},
+                {"window", {{"loss", window_loss}, {"steps", window_steps}}}};
   if (comm->size() > 1) {  // a run of one process writes what it always wrote
     state["ranks"] = comm->size();
     state["rng"]["dropout_ranks"] = rank_dropout;
@@ -55,7 +58,8 @@ void restore_run_state(Run& run, const json& state, const std::string& dir, int6
   run.total_steps = total_steps > 0 ? total_steps : state.at("total_steps").get<int64_t>();
   const json& s = state.at("schedule");
   run.schedule = {optim::parse_schedule(s.at("kind").get<std::string>()), s.at("base_lr").get<double>(),
-                  s.at("warmup_steps").get<int64_t>(), s.at("total_steps").get<int64_t>(), s.at("min_lr").get<double>()};
+                  s.at("warmup_steps").get<int64_t>(), s.at("total_steps").get<int64_t>(),
+                  s.at("min_lr").get<double>()};
   // A new total stretches the decay over it, as a fresh run's set-up would have (else a cosine or linear
   // schedule sits at min_lr for every added step).
   if (total_steps > 0) run.schedule.total_steps = std::max(run.total_steps, run.schedule.warmup_steps + 1);

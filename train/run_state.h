@@ -4,10 +4,9 @@
 // --resume restores it so that the run continues bit-identically.
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "autograd/random.h"
 #include "nn/classifier.h"
@@ -38,12 +37,12 @@ struct Run {
   int64_t step = 0, total_steps = 0, truncated = 0, best_step = 0;
   int64_t published_step = -1;  // the step of the checkpoint `latest` points at; -1: none yet
   double best_accuracy = -1, best_loss = 0, elapsed_before = 0;  // elapsed_before: seconds of earlier sessions
-  double window_loss = 0;                                           // training loss summed since the last row
+  double window_loss = 0;                                        // training loss summed since the last row
   int64_t window_steps = 0;
-  RunTiming timing;                                                 // all sessions, up to the last checkpoint
-  // Data parallelism (data_parallel.h): the run's ranks (one process: single_process()) and their hosts, the averager of
-  // their gradients, the dropout streams of ranks 1.. as the last checkpoint gathered them (trainer.json),
-  // and a stop that every rank agreed on (the signal; 0: none).
+  RunTiming timing;  // all sessions, up to the last checkpoint
+  // Data parallelism (data_parallel.h): the run's ranks (one process: single_process()) and their hosts, the averager
+  // of their gradients, the dropout streams of ranks 1.. as the last checkpoint gathered them (trainer.json), and a
+  // stop that every rank agreed on (the signal; 0: none).
   Communicator* comm = &single_process();
   int hosts = 1;
   std::unique_ptr<GradientAverager> averager;

@@ -2,13 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <array>
 #include <cmath>
-#include <csignal>
 #include <filesystem>
 #include <limits>
 #include <optional>
-#include <set>
 #include <ostream>
 #include <tuple>
 #include <utility>
@@ -27,6 +24,7 @@
 #include "train/progress.h"
 #include "train/publish_run.h"
 #include "train/run_lock.h"
+#include "train/run_on_ranks.h"
 #include "train/run_state.h"
 #include "train/training_memory.h"
 #include "train/training_stream.h"
@@ -42,9 +40,12 @@ constexpr int64_t kDefaultSteps = 2000;
 constexpr uint64_t kDropoutStream = 0x64726f706f7574ULL;
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const nn::NamedTensors& params) {
-  if (o.optimizer == "sgd") return std::make_unique<optim::SGD>(params, optim::SgdOptions{o.lr, o.momentum, 0, false, o.weight_decay});
-  if (o.optimizer == "adam") return std::make_unique<optim::Adam>(params, optim::AdamOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
-  if (o.optimizer == "adamw") return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
+  if (o.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(params, optim::SgdOptions{o.lr, o.momentum, 0, false, o.weight_decay});
+  if (o.optimizer == "adam")
+    return std::make_unique<optim::Adam>(params, optim::AdamOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
+  if (o.optimizer == "adamw")
+    return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
   throw ValueError(cat(option_field_name("optimizer"), ": '", o.optimizer, "' is not one of sgd, adam, adamw"));
 }
 
@@ -71,8 +72,8 @@ void build_model(Run& run, const ModelBuilder& build, Generator& init) {
                                   {"num_classes", built.num_classes, data.num_classes},
                                   {"context_length", built.context_length, data.context_length}})
     if (has != needs)
-      throw ValueError(cat("the model builder built a model with ", name, " = ", has, ", but the data needs ", name,
-                           " = ", needs));
+      throw ValueError(
+          cat("the model builder built a model with ", name, " = ", has, ", but the data needs ", name, " = ", needs));
   run.options.model = built;
 }
 
@@ -95,94 +96,25 @@ void setup_training(Run& run) {
 /// without the first release, evaluation's buffers would sit on top of training's (the medium model of
 /// issue 7 peaked at 300 MB instead of training's 279 MB); without the second, evaluation's idle buffers
 /// would sit under the next training steps. The cost is one step faulting its buffers in again.
-/// With several ranks, each evaluates its share of the validation set and the ranks add up the losses and
-/// the correct answers (in rank order: the same numbers on every rank, so that they agree on the best step
-/// and on reaching the target).
+/// With several ranks, each evaluates its share of the validation set (run_on_ranks.h).
 Evaluation validate(Run& run) {
   const TrainOptions& o = run.options;
-  const int ranks = run.comm->size();
-  const auto [begin, end] = share_of(static_cast<int64_t>(run.data.valid.size()), run.comm->rank(), ranks);
-  const std::vector<Example> share(run.data.valid.begin() + begin, run.data.valid.begin() + end);
+  const int64_t max_tokens = evaluation_tokens(o.batch_size, o.context_length);
   release_cached_storage();
-  Evaluation eval = evaluate(*run.model, ranks > 1 ? share : run.data.valid, run.data.vocab, run.data.labels,
-                             evaluation_tokens(o.batch_size, o.context_length));
+  Evaluation eval = run.comm->size() > 1
+                        ? validate_on_ranks(run, max_tokens)
+                        : evaluate(*run.model, run.data.valid, run.data.vocab, run.data.labels, max_tokens);
   release_cached_storage();
-  if (ranks == 1) return eval;
-  std::array<double, 3> sums = {eval.loss * static_cast<double>(eval.count),
-                                std::round(eval.accuracy * static_cast<double>(eval.count)),
-                                static_cast<double>(eval.count)};
-  run.comm->sum(sums);
-  eval.loss = sums[0] / sums[2];
-  eval.accuracy = sums[1] / sums[2];
-  eval.count = static_cast<int64_t>(sums[2]);
   return eval;
 }
 
-/// One step of data-parallel training, on every rank: the next batch of batch_size x ranks examples (every
-/// rank draws the same, so that the stream's position is one for all), this rank's share of it forward and
-/// backward, and the gradients averaged over the ranks. Returns the task loss and the auxiliary loss of the
-/// whole batch (summed over the ranks: every rank sees the same numbers, so that all stop together when they
-/// are not finite); a stop asked of any rank becomes run.agreed_stop on every rank.
-std::pair<double, double> data_parallel_step(Run& run, const InterruptGuard& interrupts) {
-  const TrainOptions& o = run.options;
-  Communicator& comm = *run.comm;
-  const std::vector<Example> batch = run.data.stream->next_batch(o.batch_size * comm.size());
-  const int64_t m = static_cast<int64_t>(batch.size());
-  const auto [begin, end] = share_of(m, comm.rank(), comm.size());
-  const int signal = interrupts.received();
-  // task loss x n, auxiliary loss x n, sequences cut to the context, SIGINTs, other stops
-  std::array<double, 5> sums = {0, 0, 0, signal == SIGINT ? 1.0 : 0.0, signal != 0 && signal != SIGINT ? 1.0 : 0.0};
-  run.optimizer->zero_grad();
-  if (end > begin) {
-    const int64_t n = end - begin;
-    const std::vector<Example> share(batch.begin() + begin, batch.begin() + end);
-    const Batch mine = make_batch(share, run.data.vocab, run.data.labels, o.context_length, nn::prepends_cls(o.model));
-    const Tensor logits = run.model->forward(mine.ids, mine.key_padding_mask);
-    const Tensor task_loss = cross_entropy(logits, mine.targets);
-    const Tensor auxiliary = run.model->auxiliary_loss();
-    run.averager->backward(auxiliary.defined() ? task_loss + auxiliary : task_loss, n, m);
-    sums[0] = task_loss.item() * static_cast<double>(n);
-    if (auxiliary.defined()) sums[1] = auxiliary.item() * static_cast<double>(n);
-    sums[2] = static_cast<double>(mine.truncated);
-  }
-  run.averager->finish(sums);
-  run.truncated += static_cast<int64_t>(sums[2]);
-  if (sums[3] > 0) run.agreed_stop = SIGINT;
-  else if (sums[4] > 0) run.agreed_stop = SIGTERM;
-  return {sums[0] / static_cast<double>(m), sums[1] / static_cast<double>(m)};
-}
-
-/// FNV-1a over the bytes of every parameter: ranks that applied the same updates have the same.
-std::string weights_fingerprint(const nn::SequenceClassifier& model) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (const auto& [name, p] : model.named_parameters()) {
-    const Tensor values = p.contiguous();
-    const auto* bytes = static_cast<const unsigned char*>(values.storage()->data) + values.offset() * itemsize(values.dtype());
-    for (size_t i = 0; i < static_cast<size_t>(values.numel()) * itemsize(values.dtype()); ++i)
-      hash = (hash ^ bytes[i]) * 0x100000001b3ULL;
-  }
-  return std::to_string(hash);
-}
-
-/// Rank 0 writes the checkpoint. Before, every rank hands it its dropout stream's state for trainer.json,
-/// and the ranks check that their weights are still the same bits: averaging keeps them so, and a rank that
-/// drifted (other code, a fault) would otherwise go unnoticed.
+/// Rank 0 writes the checkpoint; the other ranks first hand it what trainer.json keeps of them.
 void publish(Run& run, bool is_best, double elapsed) {
-  if (run.comm->size() > 1) {
-    const std::vector<std::string> states = run.comm->allgather(
-        json{{"dropout", to_json(run.dropout_rng->state())}, {"weights", weights_fingerprint(*run.model)}}.dump());
-    run.rank_dropout.clear();
-    const json first = json::parse(states[0]);
-    for (size_t r = 1; r < states.size(); ++r) {
-      const json rank = json::parse(states[r]);
-      if (rank.at("weights") != first.at("weights"))
-        throw AgreedError(cat("rank ", r, "'s weights differ from rank 0's at step ", run.step,
-                              ": the ranks must run the same tapegrad on the same data; ", kept_checkpoint(run)));
-      run.rank_dropout.push_back(rank.at("dropout"));
-    }
-  }
-  if (run.comm->rank() == 0) publish_step(run, is_best, elapsed);
-  else run.published_step = run.step;
+  if (run.comm->size() > 1) gather_rank_state(run);
+  if (run.comm->rank() == 0)
+    publish_step(run, is_best, elapsed);
+  else
+    run.published_step = run.step;
 }
 
 /// The last validation among the rows, or nullptr (a row with a validation has a finite valid_accuracy).
@@ -254,9 +186,10 @@ TrainSummary loop(Run& run, std::ostream& log) try {
     }
     double loss_value = 0, auxiliary_value = 0;
     if (data_parallel) {
-      std::tie(loss_value, auxiliary_value) = data_parallel_step(run, interrupts);
+      std::tie(loss_value, auxiliary_value) = data_parallel_step(run, interrupts.received());
     } else {
-      const Batch batch = make_batch(run.data.stream->next_batch(o.batch_size), run.data.vocab, run.data.labels, o.context_length, cls);
+      const Batch batch =
+          make_batch(run.data.stream->next_batch(o.batch_size), run.data.vocab, run.data.labels, o.context_length, cls);
       run.truncated += batch.truncated;
       const Tensor logits = run.model->forward(batch.ids, batch.key_padding_mask);
       const Tensor task_loss = cross_entropy(logits, batch.targets);
@@ -279,8 +212,8 @@ TrainSummary loop(Run& run, std::ostream& log) try {
     ++run.window_steps;
 
     const double rate = (run.step - first_step) / std::max(timing.train_seconds - train_seconds_before, 1e-9);
-    progress.step(run.step, run.total_steps, loss_value, has_validation ? std::optional(last_accuracy) : std::nullopt, rate,
-                  seconds_now());
+    progress.step(run.step, run.total_steps, loss_value, has_validation ? std::optional(last_accuracy) : std::nullopt,
+                  rate, seconds_now());
     timing.train_seconds += lap.next();
     const bool validating = run.step % o.eval_every == 0 || run.step == run.total_steps;
     if (!validating && run.step % o.log_every != 0) continue;
@@ -358,20 +291,20 @@ TrainSummary loop(Run& run, std::ostream& log) try {
 
 json to_json(const TrainSummary& s) {
   json j = {{"steps", s.steps},
-          {"seconds", s.seconds},
-          {"train_seconds", s.train_seconds},
-          {"validation_seconds", s.validation_seconds},
-          {"checkpoint_seconds", s.checkpoint_seconds},
-          {"train_steps_per_second", s.train_steps_per_second},
-          {"final_valid_accuracy", s.final_accuracy},
-          {"final_valid_loss", s.final_loss},
-          {"best_valid_accuracy", s.best_accuracy},
-          {"best_valid_loss", s.best_loss},
-          {"best_step", s.best_step},
-          {"reached_target", s.reached_target},
-          {"parameters", s.parameters},
-          {"truncated", s.truncated},
-          {"out", s.out}};
+            {"seconds", s.seconds},
+            {"train_seconds", s.train_seconds},
+            {"validation_seconds", s.validation_seconds},
+            {"checkpoint_seconds", s.checkpoint_seconds},
+            {"train_steps_per_second", s.train_steps_per_second},
+            {"final_valid_accuracy", s.final_accuracy},
+            {"final_valid_loss", s.final_loss},
+            {"best_valid_accuracy", s.best_accuracy},
+            {"best_valid_loss", s.best_loss},
+            {"best_step", s.best_step},
+            {"reached_target", s.reached_target},
+            {"parameters", s.parameters},
+            {"truncated", s.truncated},
+            {"out", s.out}};
   if (s.ranks > 1) {
     j["ranks"] = s.ranks;
     j["global_batch"] = s.global_batch;
@@ -397,45 +330,6 @@ namespace {
 std::ostream& null_log() {
   static std::ostream none(nullptr);
   return none;
-}
-
-/// What every rank of a run must agree on (data_parallel.h: agree_on_setup): the options (but for the data
-/// files' paths, which may differ between hosts), the fingerprints of the examples read, the vocabulary and
-/// labels, how gradients are averaged, and the step a resumed run continues from.
-std::string settings_to_agree_on(const Run& run, const DataParallelOptions& parallel) {
-  json options = to_json(run.options);
-  for (const char* path : {"data", "valid", "init"}) options.erase(path);
-  return json{{"options", options},
-              {"data", run.data.sources},
-              {"vocab_size", run.data.vocab.size()},
-              {"labels", run.data.labels},
-              {"averaging", {{"overlap", parallel.overlap}, {"exact", parallel.exact}, {"bucket_mb", parallel.bucket_mb}}},
-              {"step", run.step}}
-      .dump();
-}
-
-/// The dropout stream of a rank with no saved state: rank 0's is the one-process run's.
-Generator rank_dropout_stream(uint64_t seed, int rank, int64_t step) {
-  return Generator(seed ^ kDropoutStream ^ (0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(rank)) ^ static_cast<uint64_t>(step));
-}
-
-/// The ranks' part of a run's set-up, once each has tried its own (`error`: what went wrong on this rank,
-/// or empty): they agree that it worked and on its settings, rank 0 makes the run directory and every
-/// rank must see it, then every rank takes rank 0's weights and optimizer state.
-void join_ranks(Run& run, const std::string& error, const DataParallelOptions& parallel) {
-  Communicator& comm = *run.comm;
-  agree_on_setup(comm, error, error.empty() ? settings_to_agree_on(run, parallel) : "{}");
-  if (comm.rank() == 0) fs::create_directories(run.options.out);
-  check_shared_directory(comm, run.options.out);
-  const std::vector<std::string> hosts = comm.allgather(comm.host());
-  run.hosts = static_cast<int>(std::set<std::string>(hosts.begin(), hosts.end()).size());
-  std::vector<Tensor> state;
-  for (const auto& [name, p] : run.model->named_parameters()) state.push_back(p);
-  const nn::NamedTensors optimizer_state = run.optimizer->state();
-  for (const auto& [name, t] : optimizer_state) state.push_back(t);
-  broadcast_tensors(comm, state);
-  run.optimizer->load_state(optimizer_state);
-  run.averager = std::make_unique<GradientAverager>(comm, run.model->named_parameters(), parallel);
 }
 
 /// Runs a rank's part of the set-up: on one process as it is; on several, a failure is kept for
@@ -480,11 +374,12 @@ TrainSummary train(const TrainOptions& options, std::ostream& given_log, const M
     fit_model_to_data(run.options, run.data);
     check_memory(run.options);
     if (init && init->labels != run.data.labels)
-      throw ValueError(cat("--init ", options.init, ": its labels differ from the data's (", init->labels.size(), " vs ",
-                           run.data.labels.size(), "); fine-tuning needs the same label set"));
+      throw ValueError(cat("--init ", options.init, ": its labels differ from the data's (", init->labels.size(),
+                           " vs ", run.data.labels.size(), "); fine-tuning needs the same label set"));
     Generator init_gen(run.options.seed);
-    run.dropout_rng = std::make_shared<Generator>(rank == 0 ? Generator(run.options.seed ^ kDropoutStream)
-                                                            : rank_dropout_stream(run.options.seed, rank, 0));
+    const uint64_t dropout_seed = run.options.seed ^ kDropoutStream;
+    run.dropout_rng =
+        std::make_shared<Generator>(rank == 0 ? Generator(dropout_seed) : rank_dropout_stream(dropout_seed, rank, 0));
     build_model(run, build, init_gen);
     check_memory(run.options);  // again: a builder may build a larger model than the options describe
     if (init) run.model->load_state_dict(init->model->state_dict());
@@ -502,8 +397,8 @@ TrainSummary train(const TrainOptions& options, std::ostream& given_log, const M
   });
   if (ranks > 1) join_ranks(run, error, parallelism.data_parallel);
   log << "training " << run.model->parameter_count() << " parameters on "
-      << (run.options.data.empty() ? "task " + run.options.task.name : run.options.data) << " for "
-      << run.total_steps << " steps (batch " << run.options.batch_size;
+      << (run.options.data.empty() ? "task " + run.options.task.name : run.options.data) << " for " << run.total_steps
+      << " steps (batch " << run.options.batch_size;
   if (ranks > 1)
     log << " per rank x " << ranks << " ranks" << (run.hosts > 1 ? cat(" on ", run.hosts, " hosts") : "") << " = "
         << run.options.batch_size * ranks << " per step";
@@ -516,7 +411,8 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
   return resume(dir, options, log, build_classifier);
 }
 
-TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log, const ModelBuilder& build) {
+TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log,
+                    const ModelBuilder& build) {
   return resume(dir, options, log, build, Parallelism{});
 }
 
@@ -532,7 +428,8 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
     if (options.steps < 0) throw ValueError(cat("--steps must be positive, got ", options.steps));
     const std::string state_path = dir + "/trainer.json";
     std::error_code ec;
-    if (!fs::exists(state_path, ec)) throw IOError(cat(state_path, ": not found (is ", dir, " a tapegrad run directory?)"));
+    if (!fs::exists(state_path, ec))
+      throw IOError(cat(state_path, ": not found (is ", dir, " a tapegrad run directory?)"));
     const json state = read_trainer_state(state_path);
     if (rank == 0) lock.emplace(dir, "--resume");  // released when this run ends, however it ends
     try {
@@ -545,7 +442,8 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
       const json saved_data = state.value("data", json::object());
       const auto relocate = [&](const std::string& given, std::string& saved, const char* flag, const char* pipe_key) {
         if (!given.empty()) {
-          if (saved.empty()) throw ValueError(cat("--resume: ", dir, " was started without ", flag, "; a resumed run keeps its data"));
+          if (saved.empty())
+            throw ValueError(cat("--resume: ", dir, " was started without ", flag, "; a resumed run keeps its data"));
           saved = fs::absolute(given).lexically_normal().string();
         } else if (saved_data.value(pipe_key, false)) {
           throw ValueError(cat("--resume: the run read ", flag, " from a pipe (", saved,
@@ -565,20 +463,21 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
       const auto require_same_examples = [&](const char* key, const std::string& path) {
         if (saved_data.contains(key) && run.data.sources.value(key, std::string()) != saved_data.at(key))
           throw ValueError(cat("--resume: ", path, " holds other examples than the run started with (fingerprint ",
-                               run.data.sources.value(key, std::string()), ", saved ", saved_data.at(key).get<std::string>(),
-                               "); resuming needs the same data"));
+                               run.data.sources.value(key, std::string()), ", saved ",
+                               saved_data.at(key).get<std::string>(), "); resuming needs the same data"));
       };
       require_same_examples("fingerprint", run.options.data);
       require_same_examples("valid_fingerprint", run.options.valid);
       run.dropout_rng = std::make_shared<Generator>(0);  // its state is restored below
-      Generator unused(0);  // the saved weights replace the initial ones
+      Generator unused(0);                               // the saved weights replace the initial ones
       build_model(run, build, unused);
       run.model->load_state_dict(saved.model->state_dict());
       setup_training(run);
       load_optimizer_state(*run.optimizer, dir + "/optimizer.safetensors");
       restore_run_state(run, state, dir, options.steps);
       if (options.steps > 0 && options.steps <= run.step)
-        throw ValueError(cat("--steps ", options.steps, " is not more than the ", run.step, " steps ", dir, " has done"));
+        throw ValueError(
+            cat("--steps ", options.steps, " is not more than the ", run.step, " steps ", dir, " has done"));
       // Ranks 1.. continue their own dropout streams when the checkpoint has them (the same number of ranks),
       // else start new ones from the seed, the rank and the step.
       saved_ranks = state.value("ranks", 1);
@@ -587,7 +486,7 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
         if (static_cast<size_t>(rank) <= saved_streams.size())
           run.dropout_rng->set_state(generator_state(saved_streams.at(static_cast<size_t>(rank) - 1)));
         else
-          *run.dropout_rng = rank_dropout_stream(run.options.seed, rank, run.step);
+          *run.dropout_rng = rank_dropout_stream(run.options.seed ^ kDropoutStream, rank, run.step);
       }
     } catch (const json::exception& e) {
       throw IOError(cat(state_path, ": malformed trainer state (", e.what(), ")"));

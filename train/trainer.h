@@ -7,9 +7,8 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "autograd/random.h"
 #include "nn/classifier.h"
@@ -81,8 +80,8 @@ TrainSummary train(const TrainOptions& options, std::ostream& log, const ModelBu
 
 /// What a resumed run may change; everything else is the saved run's.
 struct ResumeOptions {
-  int64_t steps = 0;   // a new total number of steps; 0: the saved total
-  int threads = -1;    // -1: the saved count (a different count changes results only within rounding)
+  int64_t steps = 0;  // a new total number of steps; 0: the saved total
+  int threads = -1;   // -1: the saved count (a different count changes results only within rounding)
   bool verbose = false;
   bool detect_anomaly = false;
   // The same data from another path: needed when the run read its data from a pipe. Refused unless the

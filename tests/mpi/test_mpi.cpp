@@ -36,7 +36,8 @@ namespace {
 /// and no warning about network interfaces that this machine lacks.
 std::string mpirun(int ranks) {
   return cat("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 ",
-             "OMPI_MCA_btl_base_warn_component_unused=0 timeout -k 10 300 ", quote(TAPEGRAD_MPIEXEC), " -np ", ranks, " ");
+             "OMPI_MCA_btl_base_warn_component_unused=0 timeout -k 10 300 ", quote(TAPEGRAD_MPIEXEC), " -np ", ranks,
+             " ");
 }
 
 /// `tapegrad train <args>` on `ranks` ranks.
@@ -56,7 +57,8 @@ std::vector<std::pair<std::string, Tensor>> weights(const std::string& run) {
 
 /// |a - b| / |moved - start| over every weight: how far two runs ended apart, against how far training
 /// moved the weights.
-double relative_distance(const std::string& a, const std::string& b, const std::string& start, const std::string& moved) {
+double relative_distance(const std::string& a, const std::string& b, const std::string& start,
+                         const std::string& moved) {
   const auto wa = weights(a), wb = weights(b), w0 = weights(start), w1 = weights(moved);
   REQUIRE(wa.size() == wb.size());
   double apart = 0, travelled = 0;
@@ -102,7 +104,8 @@ void require_one_tapegrad_error(const Result& r, const std::string& mentions) {
 TEST_CASE("mpi: 2 ranks train to the target, only rank 0 logs and writes, and the log gives the step's batch") {
   TempDir dir("tapegrad_test_mpi_train");
   const std::string out = dir / "run";
-  const Result r = train_on(dir, 2, cat("--task majority --target-acc 0.99 --steps 1000 --out ", quote(out), " --json"));
+  const Result r =
+      train_on(dir, 2, cat("--task majority --target-acc 0.99 --steps 1000 --out ", quote(out), " --json"));
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.err, Catch::Contains("(batch 64 per rank x 2 ranks = 128 per step"));
@@ -136,12 +139,13 @@ TEST_CASE("mpi: exact reduction: N ranks x batch b are one rank x batch N·b wit
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
   };
-  const std::string model = "--task majority --symbols 6 --min-len 4 --max-len 12 --d-model 16 --heads 2 --ff 32 --threads 1 --seed 3";
+  const std::string model =
+      "--task majority --symbols 6 --min-len 4 --max-len 12 --d-model 16 --heads 2 --ff 32 --threads 1 --seed 3";
   // One process x batch b, then 2 and 4 ranks x b / N with --exact-reduction, from the same initial weights
   // (one step at learning rate 0 leaves them where they started): the ranks' weights must end within
   // `tolerance` of the one process's, relative to how far it moved them.
-  const auto compare = [&](const std::string& name, const std::string& setup, int64_t batch, const std::string& training,
-                           double tolerance) {
+  const auto compare = [&](const std::string& name, const std::string& setup, int64_t batch,
+                           const std::string& training, double tolerance) {
     const std::string start = dir / (name + "_start"), alone = dir / (name + "_one");
     one(start, cat(setup, " --batch-size ", batch, " --steps 1 --eval-every 1 --lr 0"));
     one(alone, cat(setup, " --batch-size ", batch, training));
@@ -168,8 +172,9 @@ TEST_CASE("mpi: exact reduction: N ranks x batch b are one rank x batch N·b wit
     // 90 training examples (100 lines, 10 held out) in batches of 24: the fourth batch of each epoch has
     // 18, which 4 ranks share as 5, 5, 4, 4.
     const std::string data = dir.file("train.tsv", keyword_tsv(100, 2));
-    compare("tsv", cat("--data ", quote(data), " --context-length 8 --d-model 16 --heads 2 --ff 32 --threads 1 --seed 3 ",
-                       "--optimizer sgd --momentum 0"),
+    compare("tsv",
+            cat("--data ", quote(data), " --context-length 8 --d-model 16 --heads 2 --ff 32 --threads 1 --seed 3 ",
+                "--optimizer sgd --momentum 0"),
             24, " --lr 0.1 --epochs 2 --eval-every 8", 1e-5);  // measured 5.8e-7 and 5.3e-7
     for (int n : {2, 4}) CHECK(json::parse(read_file(dir / cat("tsv_", n) + "/trainer.json")).at("step") == 8);
   }
@@ -200,16 +205,18 @@ TEST_CASE("mpi: resumed on the same ranks it is bit-identical to a run never sto
   CHECK_THAT(r.err, Catch::Contains("at step 50 of 60 on 1 rank (saved by 4 ranks; batch 16 per step)"));
 }
 
-TEST_CASE("mpi: a rank killed with SIGKILL stops the others within seconds, and its checkpoint resumes on 4 ranks and on 1") {
+TEST_CASE(
+    "mpi: a rank killed with SIGKILL stops the others within seconds, and its checkpoint resumes on 4 ranks and on 1") {
   TempDir dir("tapegrad_test_mpi_kill");
   const std::string out = dir / "run";
   // Started in the background; the shell prints mpirun's pid, and the exit status lands in a file.
   const std::string log = dir / "mpirun.log", status = dir / "status";
-  run_shell(dir, cat("(", mpirun(2), tapegrad_command(), " train ", small_run(out, 16, 1000000, 20), " >",
-                     quote(log), " 2>&1; echo $? >", quote(status), ") & echo $! >", quote(dir / "pid")));
+  run_shell(dir, cat("(", mpirun(2), tapegrad_command(), " train ", small_run(out, 16, 1000000, 20), " >", quote(log),
+                     " 2>&1; echo $? >", quote(status), ") & echo $! >", quote(dir / "pid")));
   // Wait for a checkpoint, then kill rank 1 (found by the rank mpirun put in its environment).
   const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (!fs::exists(out + "/latest") && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (!fs::exists(out + "/latest") && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   REQUIRE(fs::exists(out + "/latest"));
   pid_t rank1 = 0;
   for (const auto& entry : fs::directory_iterator("/proc")) {
@@ -259,7 +266,8 @@ TEST_CASE("mpi: ranks with other flags, other data or no shared run directory ar
   SECTION("another learning rate on rank 1") {
     const Result r = two_commands(cat(train, run, " --lr 0.01"), cat(train, run, " --lr 0.02"));
     require_one_tapegrad_error(r, "rank 1 (on ");
-    CHECK_THAT(r.err, Catch::Contains("was started with other settings than rank 0: options/lr is 0.02 there and 0.01 on rank 0"));
+    CHECK_THAT(r.err, Catch::Contains(
+                          "was started with other settings than rank 0: options/lr is 0.02 there and 0.01 on rank 0"));
     CHECK_FALSE(fs::exists(dir / "run/trainer.json"));
   }
   SECTION("a flag value that only rank 1 refuses") {
@@ -273,16 +281,16 @@ TEST_CASE("mpi: ranks with other flags, other data or no shared run directory ar
     dir.file("a/train.tsv", keyword_tsv(100, 1));
     dir.file("b/train.tsv", keyword_tsv(100, 2));
     const std::string args = cat(" train --data train.tsv --context-length 8 --steps 5 --out ", quote(dir / "run"));
-    const Result r = run_shell(dir, cat(mpmd, "-wdir ", quote(dir / "a"), " ", tapegrad_command(), args, " : -np 1 -wdir ",
-                                        quote(dir / "b"), " ", tapegrad_command(), args));
+    const Result r = run_shell(dir, cat(mpmd, "-wdir ", quote(dir / "a"), " ", tapegrad_command(), args,
+                                        " : -np 1 -wdir ", quote(dir / "b"), " ", tapegrad_command(), args));
     require_one_tapegrad_error(r, "read other examples than rank 0 (data/fingerprint");
   }
   SECTION("a run directory that rank 1 does not see") {
     fs::create_directories(dir / "a");
     fs::create_directories(dir / "b");
     const std::string args = cat(train, small_run("run", 16, 10, 10));
-    const Result r = run_shell(dir, cat(mpmd, "-wdir ", quote(dir / "a"), " ", args, " : -np 1 -wdir ", quote(dir / "b"),
-                                        " ", args));
+    const Result r = run_shell(
+        dir, cat(mpmd, "-wdir ", quote(dir / "a"), " ", args, " : -np 1 -wdir ", quote(dir / "b"), " ", args));
     require_one_tapegrad_error(r, "does not see the run directory run that rank 0 writes (");
     CHECK_THAT(r.err, Catch::Contains("a/run on "));
   }
@@ -300,7 +308,8 @@ TEST_CASE("mpi: Ctrl-C (SIGINT to mpirun) stops every rank after the same step, 
   run_shell(dir, cat("(", mpirun(2), tapegrad_command(), " train ", small_run(out, 16, 1000000, 50), " >", quote(log),
                      " 2>&1; echo $? >", quote(status), ") & echo $! >", quote(dir / "pid")));
   const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (!fs::exists(out + "/latest") && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  while (!fs::exists(out + "/latest") && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   REQUIRE(fs::exists(out + "/latest"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   pid_t mpirun_pid = 0;  // mpirun itself, not the `timeout` that runs it
@@ -318,8 +327,9 @@ TEST_CASE("mpi: Ctrl-C (SIGINT to mpirun) stops every rank after the same step, 
   REQUIRE(fs::exists(status));
   const std::smatch stop = [&] {
     std::smatch m;
-    std::regex_search(said, m, std::regex("interrupted by SIG[A-Z]+ at step ([0-9]+): checkpoint saved; continue with: "
-                                          "mpirun -np 2 tapegrad train --resume "));
+    std::regex_search(said, m,
+                      std::regex("interrupted by SIG[A-Z]+ at step ([0-9]+): checkpoint saved; continue with: "
+                                 "mpirun -np 2 tapegrad train --resume "));
     return m;
   }();
   REQUIRE(!stop.empty());

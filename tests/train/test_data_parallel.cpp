@@ -62,7 +62,8 @@ struct Step {
 
 std::vector<std::vector<double>> gradients(const nn::NamedTensors& params) {
   std::vector<std::vector<double>> grads;
-  for (const auto& [name, p] : params) grads.push_back(p.grad().defined() ? p.grad().to_vector() : std::vector<double>{});
+  for (const auto& [name, p] : params)
+    grads.push_back(p.grad().defined() ? p.grad().to_vector() : std::vector<double>{});
   return grads;
 }
 

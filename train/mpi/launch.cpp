@@ -18,7 +18,8 @@ int environment_number(const char* name, int otherwise) {
 }  // namespace
 
 Launch launch_from_environment() {
-  for (const auto& [rank, size] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"PMI_RANK", "PMI_SIZE"}}) {
+  for (const auto& [rank, size] :
+       {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"PMI_RANK", "PMI_SIZE"}}) {
     const int ranks = environment_number(size, 0);
     if (ranks > 0) return {environment_number(rank, 0), ranks};
   }

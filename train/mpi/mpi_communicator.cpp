@@ -112,7 +112,8 @@ class MpiCommunicator final : public Communicator {
           "MPI_Iallgatherv");
     bytes.wait();
     std::vector<std::string> result;
-    for (size_t r = 0; r < counts.size(); ++r) result.push_back(all.substr(static_cast<size_t>(offsets[r]), static_cast<size_t>(counts[r])));
+    for (size_t r = 0; r < counts.size(); ++r)
+      result.push_back(all.substr(static_cast<size_t>(offsets[r]), static_cast<size_t>(counts[r])));
     return result;
   }
 
@@ -180,18 +181,21 @@ void MpiPending::wait() {
     const Clock::time_point now = Clock::now();
     const double waited = std::chrono::duration<double>(now - start).count();
     if (interrupt_received() && signalled == Clock::time_point{}) signalled = now;
-    const bool silent_after_signal =
-        signalled != Clock::time_point{} && std::chrono::duration<double>(now - signalled).count() > kSilenceAfterSignal;
+    const bool silent_after_signal = signalled != Clock::time_point{} &&
+                                     std::chrono::duration<double>(now - signalled).count() > kSilenceAfterSignal;
     if (silent_after_signal)
       throw CommunicationError(cat(comm_.who(), ": stopped by ", signal_name(interrupt_received()),
-                                   " while waiting for the other ranks (", what_, "), which stayed silent: mpirun "
+                                   " while waiting for the other ranks (", what_,
+                                   "), which stayed silent: mpirun "
                                    "stops every rank when one fails, and its message names it"));
     if (waited > comm_.timeout())
       throw CommunicationError(cat(comm_.who(), ": no answer from the other ranks for ", comm_.timeout(), " s while ",
                                    what_, " (--comm-timeout): a rank has died, hung or lost the network"));
     // Spin briefly (a sum of a small model takes microseconds), then yield the core to whoever computes.
-    if (polls < 1000) sched_yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (polls < 1000)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }
 
