@@ -167,6 +167,9 @@ TEST_CASE("mpi: exact reduction: N ranks x batch b are one rank x batch N·b wit
     compare("adamw", model, 64, " --steps 5 --eval-every 5", 3e-3);
     ranks(4, dir / "again", cat(model, " --batch-size 16 --steps 5 --eval-every 5"));
     CHECK(read_file(dir / "again/model.safetensors") == read_file(dir / "adamw_4/model.safetensors"));
+    // Each number is added in rank order whatever the buckets: one buffer after backward gives the same bytes.
+    ranks(4, dir / "one_buffer", cat(model, " --batch-size 16 --steps 5 --eval-every 5 --no-overlap"));
+    CHECK(read_file(dir / "one_buffer/model.safetensors") == read_file(dir / "adamw_4/model.safetensors"));
   }
   SECTION("a TSV in epochs, its last batch split unevenly: every example once per epoch, weighted by its share") {
     // 90 training examples (100 lines, 10 held out) in batches of 24: the fourth batch of each epoch has
