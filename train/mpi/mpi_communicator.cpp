@@ -40,9 +40,9 @@ class MpiCommunicator;
 class MpiPending final : public PendingCollective {
  public:
   MpiPending(const MpiCommunicator& comm, const char* what) : comm_(comm), what_(what) {}
-  ~MpiPending() override {
-    if (request_ != MPI_REQUEST_NULL) MPI_Request_free(&request_);  // only when a failure stops the run
-  }
+  // A request still active here belongs to a run that failure is stopping (MPI_Abort follows); MPI forbids
+  // freeing or cancelling an active collective, so it is left as it is.
+  ~MpiPending() override = default;
   MPI_Request* request() { return &request_; }
   bool test() override;
   void wait() override;
