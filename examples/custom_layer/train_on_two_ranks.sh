@@ -9,7 +9,7 @@ fail() { echo "train_on_two_ranks: $*" >&2; exit 1; }
 
 # As root (CI) mpirun wants the two ALLOW variables, and more ranks than cores the third. In a tapegrad built
 # with AddressSanitizer (make test-asan) LeakSanitizer would report OpenMPI's own process-lifetime
-# allocations, which it frees never and we cannot: memory errors are still checked.
+# allocations, which it never frees: memory errors are still checked.
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
   "$mpirun" -np 2 "$program" train --task majority --norm rmsnorm --target-acc 0.99 --steps 1000 --out "$run" \
