@@ -5,7 +5,8 @@
 //   resume             a run resumed on the same ranks is bit-identical to one never stopped; a checkpoint
 //                      continues on another number of ranks
 //   failure            a rank killed with SIGKILL stops the others within seconds, and the checkpoint left
-//                      behind resumes on 4 ranks and on one process
+//                      behind resumes on 4 ranks and on one process; a rank that hangs stops the others
+//                      after --comm-timeout; Ctrl-C stops every rank after the same step, with its checkpoint
 //   bad set-ups        ranks with other flags, other data, no shared run directory, a bad flag on one rank,
 //                      another subcommand under mpirun: one message, every rank gone
 #include <signal.h>
@@ -98,6 +99,49 @@ void require_one_tapegrad_error(const Result& r, const std::string& mentions) {
   for (const char* crash : {"terminate called", "Segmentation", "Aborted", "MPI_ABORT"})
     CHECK_THAT(r.err, !Catch::Contains(crash));
 }
+
+/// `mpirun -np N tapegrad train <args>` in the background: its output goes to a log, and its exit status
+/// to a file once it ends.
+struct BackgroundRun {
+  std::string out, log, status;
+
+  BackgroundRun(const TempDir& dir, int ranks, const std::string& args, const std::string& out_dir)
+      : out(out_dir), log(dir / "mpirun.log"), status(dir / "status") {
+    run_shell(dir, cat("(", mpirun(ranks), tapegrad_command(), " train ", args, " >", quote(log), " 2>&1; echo $? >",
+                       quote(status + ".tmp"), " && mv ", quote(status + ".tmp"), " ", quote(status), ") & true"));
+  }
+  /// Waits (60 s at most) until the run has published a checkpoint, then a moment more: somewhere in a step.
+  void wait_for_checkpoint() const {
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (!fs::exists(out + "/latest") && Clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    REQUIRE(fs::exists(out + "/latest"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  /// The process of this run whose command line starts with `program` and, when rank >= 0, whose environment
+  /// names that rank (OMPI_COMM_WORLD_RANK, set by mpirun).
+  pid_t find(const std::string& program, int rank) const {
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      const std::string cmdline = read_file(entry.path().string() + "/cmdline");
+      const std::string environ = read_file(entry.path().string() + "/environ");
+      if (cmdline.rfind(program + '\0', 0) == 0 && cmdline.find(out) != std::string::npos &&
+          (rank < 0 || environ.find(cat("OMPI_COMM_WORLD_RANK=", rank, '\0')) != std::string::npos))
+        return static_cast<pid_t>(std::stol(entry.path().filename().string()));
+    }
+    return 0;
+  }
+  pid_t rank_pid(int rank) const { return find(TAPEGRAD_CLI, rank); }
+  pid_t mpirun_pid() const { return find(TAPEGRAD_MPIEXEC, -1); }
+  /// Seconds from `since` until mpirun ended (it must, within 60 s); its exit status in *exit_status.
+  double seconds_to_end(Clock::time_point since, int* exit_status) const {
+    while (!fs::exists(status) && Clock::now() < since + std::chrono::seconds(60))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const double seconds = std::chrono::duration<double>(Clock::now() - since).count();
+    REQUIRE(fs::exists(status));
+    *exit_status = std::stoi(read_file(status));
+    return seconds;
+  }
+};
 
 }  // namespace
 
@@ -212,35 +256,18 @@ TEST_CASE(
     "mpi: a rank killed with SIGKILL stops the others within seconds, and its checkpoint resumes on 4 ranks and on 1") {
   TempDir dir("tapegrad_test_mpi_kill");
   const std::string out = dir / "run";
-  // Started in the background; the shell prints mpirun's pid, and the exit status lands in a file.
-  const std::string log = dir / "mpirun.log", status = dir / "status";
-  run_shell(dir, cat("(", mpirun(2), tapegrad_command(), " train ", small_run(out, 16, 1000000, 20), " >", quote(log),
-                     " 2>&1; echo $? >", quote(status), ") & echo $! >", quote(dir / "pid")));
-  // Wait for a checkpoint, then kill rank 1 (found by the rank mpirun put in its environment).
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (!fs::exists(out + "/latest") && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  REQUIRE(fs::exists(out + "/latest"));
-  pid_t rank1 = 0;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string environ = read_file(entry.path().string() + "/environ");
-    const std::string cmdline = read_file(entry.path().string() + "/cmdline");
-    if (cmdline.find(out) != std::string::npos && cmdline.find("mpirun") == std::string::npos &&
-        environ.find(std::string("OMPI_COMM_WORLD_RANK=1") + '\0') != std::string::npos)
-      rank1 = static_cast<pid_t>(std::stol(entry.path().filename().string()));
-  }
+  const BackgroundRun run(dir, 2, small_run(out, 16, 1000000, 20), out);
+  run.wait_for_checkpoint();
+  const pid_t rank1 = run.rank_pid(1);
   REQUIRE(rank1 > 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // somewhere in a step, not at its start
   const auto killed = Clock::now();
   REQUIRE(::kill(rank1, SIGKILL) == 0);
-  while (!fs::exists(status) && Clock::now() < killed + std::chrono::seconds(60))
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
-  const std::string said = read_file(log);
+  int exit_status = 0;
+  const double seconds = run.seconds_to_end(killed, &exit_status);
+  const std::string said = read_file(run.log);
   INFO(said);
-  REQUIRE(fs::exists(status));
   CHECK(seconds < 15);
-  CHECK(std::stoi(read_file(status)) != 0);
+  CHECK(exit_status != 0);
   CHECK_THAT(said, Catch::Contains("rank 1") && Catch::Contains("signal 9"));
   // Whatever rank 0 was doing, the published checkpoint is whole: it predicts and resumes.
   const int64_t saved = json::parse(read_file(out + "/trainer.json")).at("step").get<int64_t>();
@@ -307,27 +334,16 @@ TEST_CASE("mpi: ranks with other flags, other data or no shared run directory ar
 
 TEST_CASE("mpi: Ctrl-C (SIGINT to mpirun) stops every rank after the same step, with that step's checkpoint") {
   TempDir dir("tapegrad_test_mpi_interrupt");
-  const std::string out = dir / "run", log = dir / "mpirun.log", status = dir / "status";
-  run_shell(dir, cat("(", mpirun(2), tapegrad_command(), " train ", small_run(out, 16, 1000000, 50), " >", quote(log),
-                     " 2>&1; echo $? >", quote(status), ") & echo $! >", quote(dir / "pid")));
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (!fs::exists(out + "/latest") && Clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  REQUIRE(fs::exists(out + "/latest"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  pid_t mpirun_pid = 0;  // mpirun itself, not the `timeout` that runs it
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string cmdline = read_file(entry.path().string() + "/cmdline");
-    if (cmdline.rfind(std::string(TAPEGRAD_MPIEXEC) + '\0', 0) == 0 && cmdline.find(out) != std::string::npos)
-      mpirun_pid = static_cast<pid_t>(std::stol(entry.path().filename().string()));
-  }
+  const std::string out = dir / "run";
+  const BackgroundRun run(dir, 2, small_run(out, 16, 1000000, 50), out);
+  run.wait_for_checkpoint();
+  const pid_t mpirun_pid = run.mpirun_pid();  // mpirun itself, not the `timeout` that runs it
   REQUIRE(mpirun_pid > 0);
   REQUIRE(::kill(mpirun_pid, SIGINT) == 0);
-  while (!fs::exists(status) && Clock::now() < deadline + std::chrono::seconds(30))
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const std::string said = read_file(log);
+  int exit_status = 0;
+  run.seconds_to_end(Clock::now(), &exit_status);
+  const std::string said = read_file(run.log);
   INFO(said);
-  REQUIRE(fs::exists(status));
   const std::smatch stop = [&] {
     std::smatch m;
     std::regex_search(said, m,
@@ -339,6 +355,32 @@ TEST_CASE("mpi: Ctrl-C (SIGINT to mpirun) stops every rank after the same step, 
   CHECK(lines_starting(said, "interrupted by") == 1);  // rank 0 says it for all
   CHECK(json::parse(read_file(out + "/trainer.json")).at("step").get<int64_t>() == std::stoll(stop[1].str()));
   const Result r = train_on(dir, 2, cat("--resume ", quote(out), " --steps ", std::stoll(stop[1].str()) + 10));
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+}
+
+TEST_CASE("mpi: a rank that hangs (SIGSTOP) stops the others after --comm-timeout, naming the checkpoint kept") {
+  TempDir dir("tapegrad_test_mpi_hang");
+  const std::string out = dir / "run";
+  const BackgroundRun run(dir, 2, cat(small_run(out, 16, 1000000, 20), " --comm-timeout 3"), out);
+  run.wait_for_checkpoint();
+  const pid_t rank1 = run.rank_pid(1);
+  REQUIRE(rank1 > 0);
+  const auto stopped = Clock::now();
+  REQUIRE(::kill(rank1, SIGSTOP) == 0);
+  int exit_status = 0;
+  const double seconds = run.seconds_to_end(stopped, &exit_status);
+  const std::string said = read_file(run.log);
+  INFO(said);
+  CHECK(seconds >= 3);
+  CHECK(seconds < 20);
+  CHECK(exit_status != 0);
+  CHECK_THAT(said, Catch::Contains("tapegrad train: rank 0 (on ") &&
+                       Catch::Contains("no answer from the other ranks for 3 s while") &&
+                       Catch::Contains("is intact: continue with mpirun -np 2 tapegrad train --resume"));
+  const Result r = train_on(dir, 2,
+                            cat("--resume ", quote(out), " --steps ",
+                                json::parse(read_file(out + "/trainer.json")).at("step").get<int64_t>() + 10));
   INFO(r.err);
   CHECK(r.exit_code == 0);
 }
