@@ -150,8 +150,12 @@ void GradientAverager::finish(std::span<double> sums) {
     pack(p);
   }
   start_ready_buckets();
-  const auto waiting = std::chrono::steady_clock::now();
+  // The sum of these few numbers completes once every rank has finished its backward: the time it takes is
+  // this rank waiting for slower ones; what the buckets take after it is the communication left to wait for.
+  const auto syncing = std::chrono::steady_clock::now();
   comm_.sum(numbers);
+  rank_wait_seconds_ += seconds_since(syncing);
+  const auto waiting = std::chrono::steady_clock::now();
   const double ranks = comm_.size();
   for (Bucket& bucket : buckets_) {
     bucket.pending->wait();
@@ -167,7 +171,7 @@ void GradientAverager::finish(std::span<double> sums) {
       bucket.values[i] = static_cast<float>(total / ranks);
     }
   }
-  wait_seconds_ += seconds_since(waiting);
+  sum_seconds_ += seconds_since(waiting);
 
   for (size_t p = 0; p < params_.size(); ++p) {
     Tensor& param = params_[p];

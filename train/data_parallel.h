@@ -59,8 +59,10 @@ class GradientAverager {
   /// loss, a stop request) summed over the ranks in rank order along the way.
   void finish(std::span<double> sums);
 
-  /// Seconds spent waiting in finish() for the sums, over all steps: the communication backward did not hide.
-  double wait_seconds() const { return wait_seconds_; }
+  /// Seconds finish() waited, over all steps: for the other ranks to finish their backward (a slower rank, a
+  /// busy core), then for the gradient sums once every rank had (the communication backward did not hide).
+  double rank_wait_seconds() const { return rank_wait_seconds_; }
+  double sum_seconds() const { return sum_seconds_; }
   int buckets() const;
 
  private:
@@ -78,7 +80,7 @@ class GradientAverager {
   std::vector<char> packed_;
   size_t next_completion_ = 0, next_bucket_ = 0;
   float weight_ = 1;
-  double wait_seconds_ = 0;
+  double rank_wait_seconds_ = 0, sum_seconds_ = 0;
 };
 
 /// Rank 0's values of these tensors (contiguous) on every rank: the initial, resumed or --init weights, and

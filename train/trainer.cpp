@@ -277,8 +277,11 @@ TrainSummary loop(Run& run, std::ostream& log) try {
   summary.sample_text = run.data.valid.front().text;
   summary.ranks = comm.size();
   summary.global_batch = o.batch_size * comm.size();
-  if (run.averager && run.step > first_step)
-    summary.allreduce_wait_seconds_per_step = run.averager->wait_seconds() / static_cast<double>(run.step - first_step);
+  if (run.averager && run.step > first_step) {
+    const double steps = static_cast<double>(run.step - first_step);
+    summary.rank_wait_seconds_per_step = run.averager->rank_wait_seconds() / steps;
+    summary.allreduce_seconds_per_step = run.averager->sum_seconds() / steps;
+  }
   return summary;
 } catch (const AnomalyError& e) {
   throw AnomalyError(cat(e.what(), "; stopped after step ", run.step, "; ", kept_checkpoint(run)));
@@ -308,7 +311,8 @@ json to_json(const TrainSummary& s) {
   if (s.ranks > 1) {
     j["ranks"] = s.ranks;
     j["global_batch"] = s.global_batch;
-    j["allreduce_wait_seconds_per_step"] = s.allreduce_wait_seconds_per_step;
+    j["rank_wait_seconds_per_step"] = s.rank_wait_seconds_per_step;
+    j["allreduce_seconds_per_step"] = s.allreduce_seconds_per_step;
   }
   return j;
 }

@@ -36,10 +36,11 @@ struct TrainSummary {
   std::string out;
   std::string sample_text;  // a validation text, to suggest a `predict` command with
   // Data parallelism (docs/distributed.md): the ranks, the examples of one step over all of them, and the
-  // seconds per step that the ranks waited for the gradient sums after backward (reported when ranks > 1).
+  // seconds per step that rank 0 waited after its backward: for the other ranks to finish theirs, then for
+  // the gradient sums (reported when ranks > 1).
   int ranks = 1;
   int64_t global_batch = 0;
-  double allreduce_wait_seconds_per_step = 0;
+  double rank_wait_seconds_per_step = 0, allreduce_seconds_per_step = 0;
 };
 nlohmann::json to_json(const TrainSummary& summary);
 

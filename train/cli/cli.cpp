@@ -216,9 +216,11 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
     }
     if (f.launch.rank != 0) return;  // rank 0 reports for all
     if (summary.ranks > 1)
-      std::fprintf(stderr, "%d ranks, %lld examples per step; waiting for the gradient sums: %.3f ms per step\n",
-                   summary.ranks, static_cast<long long>(summary.global_batch),
-                   1e3 * summary.allreduce_wait_seconds_per_step);
+      std::fprintf(stderr,
+                   "%d ranks, %lld examples per step; per step after backward, rank 0 waited %.3f ms for the other "
+                   "ranks and %.3f ms for the gradient sums\n",
+                   summary.ranks, static_cast<long long>(summary.global_batch), 1e3 * summary.rank_wait_seconds_per_step,
+                   1e3 * summary.allreduce_seconds_per_step);
     std::fprintf(stderr,
                  "%s after %lld steps in %.1f s (training %.1f s at %.1f steps/s, validation %.1f s, checkpoints %.1f s): "
                  "validation accuracy %.2f%% (best %.2f%% at step %lld)\n",
