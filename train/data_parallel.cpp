@@ -149,16 +149,20 @@ void GradientAverager::finish(std::span<double> sums) {
     numbers.push_back(params_[p].grad().defined() ? 1.0 : 0.0);  // ranks with a gradient for p
     pack(p);
   }
-  start_ready_buckets();
   // The sum of these few numbers completes once every rank has finished its backward: the time it takes is
   // this rank waiting for slower ones; what the buckets take after it is the communication left to wait for.
+  // Overlapping, the last buckets start before it (so that they move while this rank waits); otherwise the
+  // one buffer starts after it, and its wait is the whole allreduce.
+  if (options_.overlap) start_ready_buckets();
   const auto syncing = std::chrono::steady_clock::now();
   comm_.sum(numbers);
   rank_wait_seconds_ += seconds_since(syncing);
-  const auto waiting = std::chrono::steady_clock::now();
+  if (!options_.overlap) start_ready_buckets();
   const double ranks = comm_.size();
   for (Bucket& bucket : buckets_) {
+    const auto waiting = std::chrono::steady_clock::now();
     bucket.pending->wait();
+    sum_seconds_ += seconds_since(waiting);
     bucket.pending.reset();
     if (!options_.exact) {
       for (float& v : bucket.values) v /= static_cast<float>(ranks);
@@ -171,7 +175,6 @@ void GradientAverager::finish(std::span<double> sums) {
       bucket.values[i] = static_cast<float>(total / ranks);
     }
   }
-  sum_seconds_ += seconds_since(waiting);
 
   for (size_t p = 0; p < params_.size(); ++p) {
     Tensor& param = params_[p];
