@@ -51,6 +51,7 @@ GradientAverager::GradientAverager(Communicator& comm, const optim::NamedParamet
     if (p.dtype() != DType::float32)
       throw ValueError(cat("data-parallel training: parameter '", name, "' is ", dtype_name(p.dtype()),
                            "; gradients are averaged as float32"));
+    param_index_[p.impl().autograd.get()] = params_.size();
     params_.push_back(p);
   }
   const double cap = options.overlap ? options.bucket_mb * 1e6 : std::numeric_limits<double>::infinity();
@@ -83,14 +84,12 @@ void GradientAverager::backward(const Tensor& loss, int64_t n, int64_t m) {
     return;
   }
   // Where each parameter's gradient completes: at the first (lowest) tape entry that reads it.
-  std::unordered_map<const AutogradMeta*, size_t> index;
-  for (size_t p = 0; p < params_.size(); ++p) index[params_[p].impl().autograd.get()] = p;
   const Tape& tape = Tape::current();
   std::vector<size_t> first(params_.size(), std::numeric_limits<size_t>::max());
   for (size_t i = 0; i < tape.size(); ++i)
     for (const Edge& edge : tape.entry(i).inputs)
       if (edge.meta)
-        if (auto it = index.find(edge.meta.get()); it != index.end())
+        if (auto it = param_index_.find(edge.meta.get()); it != param_index_.end())
           first[it->second] = std::min(first[it->second], i);
   completes_at_.clear();
   for (size_t p = 0; p < params_.size(); ++p)

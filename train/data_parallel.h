@@ -25,6 +25,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -75,8 +76,9 @@ class GradientAverager {
   DataParallelOptions options_;
   std::vector<Tensor> params_;
   std::vector<Bucket> buckets_;
-  std::vector<std::pair<size_t, size_t>> param_slot_;    // param -> (bucket, offset)
-  std::vector<std::pair<size_t, size_t>> completes_at_;  // (tape entry, param), highest entry first
+  std::unordered_map<const AutogradMeta*, size_t> param_index_;  // a parameter's autograd state -> its index
+  std::vector<std::pair<size_t, size_t>> param_slot_;            // param -> (bucket, offset)
+  std::vector<std::pair<size_t, size_t>> completes_at_;          // (tape entry, param), highest entry first
   std::vector<char> packed_;
   size_t next_completion_ = 0, next_bucket_ = 0;
   float weight_ = 1;
