@@ -84,7 +84,8 @@ const bool registered = [] {
        .make = [](const ClassifierOptions& o, Generator&) -> std::unique_ptr<PositionalEncoding> {
          return std::make_unique<AlibiPositionalEncoding>(o.context_length);
        },
-       .parameter_count = [](const ClassifierOptions&) { return int64_t{0}; }});
+       .parameter_count = [](const ClassifierOptions&) { return int64_t{0}; },
+       .acts_in_attention = true});
   // Self-attention with the biases of 3 heads (an interpolated slope set) under a bool key-padding mask and
   // a causal bool mask, which with_bias turns into one float mask: checks x and every parameter.
   const auto alibi = std::make_shared<AlibiPositionalEncoding>(8);

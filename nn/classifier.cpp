@@ -58,20 +58,48 @@ unsigned __int128 parameter_count_128(const ClassifierOptions& o) {
   return total;
 }
 
-/// Throws "<context>: <kind> = '<name>' is not registered (registered: ...)" for a name of no variant.
+/// How a message names one setting: "top_k = 3" in the library's words, "--top-k 3" in a flag's (a flag that
+/// is on, value "", is its name alone).
+std::string describe(const std::string& name, const std::string& value) {
+  if (value.empty()) return name;
+  return cat(name, name.starts_with("-") ? " " : " = ", value);
+}
+
+/// Throws "<prefix><kind> = '<name>' is not registered (registered: ...)" for a name of no variant.
 template <class Kind>
-void check_registered(const std::string& name, const std::string& context) {
-  const std::vector<std::string> names = component_names<Kind>();
-  if (std::find(names.begin(), names.end(), name) == names.end())
-    throw ValueError(cat(context, ": ", Kind::kName, " = '", name,
-                         "' is not registered (registered: ", component_choices<Kind>(), ")"));
+void check_registered(const std::string& name, const std::string& prefix, const FieldNames& names) {
+  const std::vector<std::string> registered = component_names<Kind>();
+  if (std::find(registered.begin(), registered.end(), name) == registered.end())
+    throw ValueError(cat(prefix, describe(names(Kind::kName), cat("'", name, "'")),
+                         " is not registered (registered: ", component_choices<Kind>(), ")"));
+}
+
+/// Throws "<prefix>attention = linear with positional = rope: why" when the chosen variant of Kind refuses
+/// the options.
+template <class Kind>
+void check_refusal(const std::string& name, const ClassifierOptions& o, const std::string& prefix,
+                   const FieldNames& names) {
+  const RefusesFn& refuses = component<Kind>(name).refuses;
+  if (!refuses) return;
+  const std::optional<Refusal> refusal = refuses(o);
+  if (!refusal) return;
+  std::string settings;
+  for (size_t i = 0; i < refusal->settings.size(); ++i)  // "a with b", "a with b and c"
+    settings += cat(i == 0 ? "" : i == 1 ? " with " : " and ",
+                    describe(names(refusal->settings[i].field), refusal->settings[i].value));
+  throw ValueError(cat(prefix, settings, ": ", refusal->why));
 }
 
 }  // namespace
 
 void validate(const ClassifierOptions& o, const std::string& context) {
+  validate(o, context, [](std::string_view field) { return std::string(field); });
+}
+
+void validate(const ClassifierOptions& o, const std::string& context, const FieldNames& names) {
+  const std::string prefix = context.empty() ? "" : context + ": ";
   const auto fail = [&](const char* field, auto value, const std::string& what) {
-    return ValueError(cat(context, ": ", field, " = ", value, " ", what));
+    return ValueError(cat(prefix, describe(names(field), cat(value)), " ", what));
   };
   const std::pair<const char*, int64_t> sizes[] = {
       {"vocab_size", o.vocab_size}, {"d_model", o.d_model}, {"d_ff", o.d_ff}, {"context_length", o.context_length}};
@@ -82,7 +110,8 @@ void validate(const ClassifierOptions& o, const std::string& context) {
     throw fail("num_classes", o.num_classes,
                cat("is outside [2, ", kMaxClassifierSize, "] (one class has nothing to learn)"));
   if (o.n_heads < 1) throw fail("n_heads", o.n_heads, "must be >= 1");
-  if (o.d_model % o.n_heads != 0) throw fail("n_heads", o.n_heads, cat("does not divide d_model = ", o.d_model));
+  if (o.d_model % o.n_heads != 0)
+    throw fail("n_heads", o.n_heads, cat("does not divide ", describe(names("d_model"), cat(o.d_model))));
   if (o.n_layers < 0 || o.n_layers > kMaxClassifierLayers)
     throw fail("n_layers", o.n_layers, cat("is outside [0, ", kMaxClassifierLayers, "]"));
   if (!(o.dropout >= 0 && o.dropout < 1)) throw fail("dropout", o.dropout, "is outside [0, 1)");
@@ -94,18 +123,25 @@ void validate(const ClassifierOptions& o, const std::string& context) {
     throw fail("pad_id", o.pad_id, cat("is outside the vocabulary [0, ", o.vocab_size, ") (use -1 for none)"));
   // 1024 experts is far beyond any model trained here, and keeps E·(2CF + F + C) within int64.
   if (o.experts < 1 || o.experts > 1024) throw fail("experts", o.experts, "is outside [1, 1024]");
-  if (o.top_k < 1 || o.top_k > o.experts) throw fail("top_k", o.top_k, cat("is outside [1, experts = ", o.experts, "]"));
+  if (o.top_k < 1 || o.top_k > o.experts)
+    throw fail("top_k", o.top_k, cat("is outside [1, ", describe(names("experts"), cat(o.experts)), "]"));
   if (!(std::isfinite(o.moe_aux_weight) && o.moe_aux_weight >= 0))
     throw fail("moe_aux_weight", o.moe_aux_weight, "must be finite and >= 0");
-  check_registered<PositionalKind>(o.positional, context);
-  check_registered<AttentionKind>(o.attention, context);
-  check_registered<NormKind>(o.norm, context);
-  check_registered<FeedForwardKind>(o.ffn, context);
-  check_registered<PoolKind>(o.pool, context);
-  check_registered<ActivationKind>(o.activation, context);
+  check_registered<PositionalKind>(o.positional, prefix, names);
+  check_registered<AttentionKind>(o.attention, prefix, names);
+  check_registered<NormKind>(o.norm, prefix, names);
+  check_registered<FeedForwardKind>(o.ffn, prefix, names);
+  check_registered<PoolKind>(o.pool, prefix, names);
+  check_registered<ActivationKind>(o.activation, prefix, names);
+  check_refusal<PositionalKind>(o.positional, o, prefix, names);
+  check_refusal<AttentionKind>(o.attention, o, prefix, names);
+  check_refusal<NormKind>(o.norm, o, prefix, names);
+  check_refusal<FeedForwardKind>(o.ffn, o, prefix, names);
+  check_refusal<PoolKind>(o.pool, o, prefix, names);
+  check_refusal<ActivationKind>(o.activation, o, prefix, names);
   const unsigned __int128 count = parameter_count_128(o);
   if (count > static_cast<unsigned __int128>(INT64_MAX))
-    throw ValueError(cat(context, ": the options make more than 2^63 - 1 parameters"));
+    throw ValueError(cat(prefix, "the options make more than 2^63 - 1 parameters"));
 }
 
 int64_t parameter_count(const ClassifierOptions& options) {

@@ -12,8 +12,10 @@
 // so PyTorch's load_state_dict(strict=True) accepts them and the reverse.
 // Letters: B batch, T positions, C = d_model, V vocab.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "autograd/random.h"
@@ -76,7 +78,13 @@ inline constexpr int64_t kMaxClassifierLayers = int64_t{1} << 16;
 /// parameter count within int64; every component name registered ("<context>: norm = 'rmsnorm' is not
 /// registered (registered: layernorm)"). The SequenceClassifier constructor calls it; so do the config
 /// readers, with the file as context.
+/// Then every chosen variant's refusals (components.h: "attention = linear with positional = rope: ..."), so a
+/// combination that cannot work is refused here, before anything is built.
 void validate(const ClassifierOptions& options, const std::string& context = "SequenceClassifier");
+/// The same with the fields named by `names` (the command line: "top_k" -> "--top-k", and "--top-k 3" in the
+/// message); context may be empty.
+using FieldNames = std::function<std::string(std::string_view field)>;
+void validate(const ClassifierOptions& options, const std::string& context, const FieldNames& names);
 
 /// The number of parameter elements SequenceClassifier(options) has, computed from the options alone
 /// (nothing is allocated; each component's parameter_count), so a reader can compare it with a weights

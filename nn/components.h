@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -108,6 +109,26 @@ class Pooling : public Module {
   virtual Tensor forward(const Tensor& x, const Tensor& key_padding_mask) const = 0;
 };
 
+// ---- combinations a variant cannot serve ----
+
+/// One setting of the model options as a check names it: the ClassifierOptions field and its value ("" for a
+/// flag that is on, as --causal).
+struct Setting {
+  std::string field, value;
+};
+
+/// Why a variant cannot serve the other options: the settings involved (the variant's own first) and the reason.
+/// validate(ClassifierOptions) turns it into a ValueError naming those settings, by field in the library and by
+/// flag on the command line, before anything is built, so that a combination that cannot work is refused
+/// before any work and never found at the first forward.
+struct Refusal {
+  std::vector<Setting> settings;
+  std::string why;
+};
+
+/// A variant's check of the whole model options: a Refusal, or nothing when it can serve them. Optional.
+using RefusesFn = std::function<std::optional<Refusal>(const ClassifierOptions&)>;
+
 // ---- the kinds: what a registration of each holds ----
 // parameter_count computes a variant's number of parameter elements from the options alone, so that a
 // model too large for the machine, or a config.json that does not match its weights file, is refused
@@ -119,6 +140,10 @@ struct PositionalKind {
     std::string name = {}, help = {};
     std::function<std::unique_ptr<PositionalEncoding>(const ClassifierOptions&, Generator& init)> make = {};
     std::function<int64_t(const ClassifierOptions&)> parameter_count = {};
+    RefusesFn refuses = {};  // optional: combinations this variant cannot serve
+    // It acts inside attention (rotates q and k, or biases the scores): an attention that forms no (T, T)
+    // scores (linear) cannot serve it, and says so before anything is built.
+    bool acts_in_attention = false;
   };
 };
 
@@ -130,6 +155,7 @@ struct AttentionKind {
                                                  std::shared_ptr<Generator> dropout_rng)>
         make;
     std::function<int64_t(const EncoderLayerOptions&)> parameter_count = {};
+    RefusesFn refuses = {};  // optional: combinations this variant cannot serve
   };
 };
 
@@ -139,6 +165,7 @@ struct NormKind {
     std::string name = {}, help = {};
     std::function<std::unique_ptr<Norm>(int64_t dim, double eps, Generator& init)> make = {};
     std::function<int64_t(int64_t dim)> parameter_count = {};
+    RefusesFn refuses = {};  // optional: combinations this variant cannot serve
   };
 };
 
@@ -150,6 +177,7 @@ struct FeedForwardKind {
                                                     std::shared_ptr<Generator> dropout_rng)>
         make;
     std::function<int64_t(const EncoderLayerOptions&)> parameter_count = {};
+    RefusesFn refuses = {};  // optional: combinations this variant cannot serve
   };
 };
 
@@ -159,6 +187,7 @@ struct PoolKind {
     std::string name = {}, help = {};
     std::function<std::unique_ptr<Pooling>(const ClassifierOptions&, Generator& init)> make = {};
     std::function<int64_t(const ClassifierOptions&)> parameter_count = {};
+    RefusesFn refuses = {};  // optional: combinations this variant cannot serve
     bool prepends_cls = false;  // the data gets a <cls> token first (the pooled position of "cls")
   };
 };
@@ -170,6 +199,7 @@ struct ActivationKind {
     std::function<Tensor(const Tensor&)> apply = {};  // x: any -> same
     // Optional: activation(x Wᵀ + b) in one fused op (relu: linear_relu), bit-identical to the two.
     std::function<Tensor(const Tensor& x, const Tensor& weight, const Tensor& bias)> linear = {};
+    RefusesFn refuses = {};  // optional: combinations this variant cannot serve
   };
 };
 

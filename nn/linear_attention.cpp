@@ -13,6 +13,7 @@
 #include "autograd/ops/unary.h"
 #include "autograd/ops/views.h"
 #include "nn/attention.h"
+#include "nn/classifier.h"
 #include "nn/encoder.h"
 #include "nn/init.h"
 #include "nn/module_gradcheck.h"
@@ -141,13 +142,23 @@ const bool registered = [] {
                "causal by running sums",
        .make = [](const EncoderLayerOptions& o, Generator& init,
                   std::shared_ptr<Generator>) -> std::unique_ptr<SelfAttention> {
-         if (o.temperature != 1.0)
+         if (o.temperature != 1.0)  // validate() refuses it by name first; a layer built by hand lands here
            throw ValueError(cat("linear attention: temperature = ", o.temperature,
                                 " has no meaning here (it divides softmax scores, which linear attention never forms)"));
          return std::make_unique<LinearAttention>(LinearAttentionOptions{o.d_model, o.n_heads}, init);
        },
        // in_proj 3C·C + 3C, out_proj C·C + C: the softmax component's count
-       .parameter_count = [](const EncoderLayerOptions& o) { return 4 * o.d_model * o.d_model + 4 * o.d_model; }});
+       .parameter_count = [](const EncoderLayerOptions& o) { return 4 * o.d_model * o.d_model + 4 * o.d_model; },
+       .refuses = [](const ClassifierOptions& o) -> std::optional<Refusal> {
+         if (component<PositionalKind>(o.positional).acts_in_attention)
+           return Refusal{{{"attention", "linear"}, {"positional", o.positional}},
+                          "linear attention forms no (T, T) scores for this encoding to rotate or bias: use learned "
+                          "or sinusoidal positions, or softmax attention"};
+         if (o.temperature != 1.0)
+           return Refusal{{{"attention", "linear"}, {"temperature", cat(o.temperature)}},
+                          "the temperature divides softmax scores, which linear attention never forms"};
+         return std::nullopt;
+       }});
   register_gradchecks({
       // eps 0 in the op cases: the quotient is checked exactly as written (every key is kept, z > 0).
       op_case("nn/linear_attention/op", {{{2, 2, 4, 3}}, {{2, 2, 5, 3}}, {{2, 2, 5, 2}}},

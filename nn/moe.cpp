@@ -146,8 +146,9 @@ Tensor MixtureOfExperts::forward_masked(const Tensor& x, const Tensor& key_paddi
     const Tensor routed = outputs.size() == 1 ? outputs[0] : concat(outputs, 0);  // (N·k, C)
     const Tensor chosen = embedding(routed, ids(slot, {N, k}));                    // (N, k, C)
     const Tensor kept = embedding(reshape(probs, {N * E, 1}), ids(kept_gate, {N, k}));  // (N, k, 1)
-    const Tensor gates = kept / sum(kept, 1, true);  // (N, k, 1): the kept gates renormalised to sum 1
-    y = sum(chosen * gates, 1);                      // (N, C)
+    // (N, k, 1): the kept gates renormalised to sum 1; at k = 1 the raw gate, whose gradient p / p would lose
+    const Tensor gates = k == 1 ? kept : kept / sum(kept, 1, true);
+    y = sum(chosen * gates, 1);  // (N, C)
   }
   load_balancing_ = load_balancing_loss(probs, routing, keep);
   gate_probabilities_ = probs;

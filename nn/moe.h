@@ -3,10 +3,13 @@
 // width F) and a gate; each token goes through the k experts its gate ranks highest.
 //   p      = softmax(gate(x))                       (N, E)   N = B·T tokens
 //   K(n)   = the k largest p[n, e]                  (a non-differentiable index choice; ties: lower e first)
-//   g[n,e] = p[n, e] / Σ_{e' ∈ K(n)} p[n, e']       for e ∈ K(n): the kept gates renormalised to sum to 1
+//   g[n,e] = p[n, e] / Σ_{e' ∈ K(n)} p[n, e']       for e ∈ K(n), k > 1: the kept gates renormalised to sum to 1
+//   g[n,e] = p[n, e]                                 for k = 1: the raw gate probability (Switch Transformer)
 //   y[n]   = Σ_{e ∈ K(n)} g[n, e] · expert_e(x[n])
-// The gradient reaches the gate through the kept g (and so through every kept logit of the softmax) and each
-// expert through the tokens routed to it; the choice K itself has no gradient.
+// The gradient reaches the gate through the kept g (and so through every logit of the softmax) and each
+// expert through the tokens routed to it; the choice K itself has no gradient. At k = 1 renormalising would
+// give g = p / p = 1, a constant: the task loss would give the gate no gradient and, without the
+// load-balancing loss, the router would never learn. The raw p keeps dL/dp[n, e] = <dy[n], expert_e(x[n])>.
 // Load balancing (Switch Transformer, Fedus et al. 2021, eq. 4, with top-k counts):
 //   f_e = |{(n, j): the j-th choice of token n is e}| / (k · N')     fraction of routed slots (constant)
 //   P_e = Σ_n p[n, e] / N'                                           mean gate probability (differentiable)

@@ -96,12 +96,16 @@ const bool registered = [] {
       {.name = "rope",
        .help = "rotary embeddings: q and k rotated by position in every attention layer (RoFormer), no parameters",
        .make = [](const ClassifierOptions& o, Generator&) -> std::unique_ptr<PositionalEncoding> {
-         if ((o.d_model / o.n_heads) % 2 != 0)
-           throw ValueError(cat("rope: the head dim d_model / n_heads = ", o.d_model / o.n_heads,
-                                " must be even (RoPE rotates pairs of dims)"));
          return std::make_unique<RotaryPositionalEncoding>(o.context_length);
        },
-       .parameter_count = [](const ClassifierOptions&) { return int64_t{0}; }});
+       .parameter_count = [](const ClassifierOptions&) { return int64_t{0}; },
+       .refuses = [](const ClassifierOptions& o) -> std::optional<Refusal> {
+         if ((o.d_model / o.n_heads) % 2 == 0) return std::nullopt;
+         return Refusal{{{"positional", "rope"}, {"d_model", cat(o.d_model)}, {"n_heads", cat(o.n_heads)}},
+                        cat("each head's width d_model / heads = ", o.d_model / o.n_heads,
+                            " must be even (RoPE rotates pairs of dims)")};
+       },
+       .acts_in_attention = true});
   // Self-attention with rope, 2 heads of D = 4 (two frequencies per head), a causal mask and a padded key:
   // checks x and every parameter of the attention through the rotation of q and k.
   const auto rope = std::make_shared<RotaryPositionalEncoding>(8);

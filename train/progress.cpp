@@ -29,6 +29,20 @@ void Progress::clear() {
   if (live_) log_ << "\r\033[K" << std::flush;
 }
 
+void Progress::validating(int64_t step, int64_t total_steps, int64_t examples, double expected_seconds) {
+  if (!(expected_seconds >= 2)) return;
+  char line[200];
+  std::snprintf(line, sizeof line, "step %lld/%lld  validating %lld examples (about %s)", static_cast<long long>(step),
+                static_cast<long long>(total_steps), static_cast<long long>(examples),
+                format_duration(expected_seconds).c_str());
+  if (live_) {
+    log_ << "\r\033[K" << line << std::flush;
+  } else if (!said_long_validation_) {
+    log_ << line << "; --valid-size sets how many a built-in task has\n" << std::flush;
+  }
+  said_long_validation_ = true;
+}
+
 void Progress::validation(const MetricsRow& row, int64_t total_steps) {
   if (live_) log_ << "\r\033[K";
   char line[256];

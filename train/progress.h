@@ -22,6 +22,11 @@ class Progress {
   /// Erases the live line, so that the next message starts on an empty line.
   void clear();
 
+  /// Before a validation expected to take long (expected_seconds >= 2): "step 100/500  validating 2000
+  /// examples (about 0:07)", as the live line on a terminal; a log file gets it once, as a line with the hint
+  /// that --valid-size (built-in tasks) sets how many examples it has.
+  void validating(int64_t step, int64_t total_steps, int64_t examples, double expected_seconds);
+
   /// A validation's permanent line (the live line erased first):
   /// "step 100/500  epoch 0  lr 5.00e-03  loss 0.5210  val loss 0.4811  val acc 91.80%  790.3 steps/s  0:01".
   void validation(const MetricsRow& row, int64_t total_steps);
@@ -34,6 +39,7 @@ class Progress {
   std::ostream& log_;
   bool live_;
   double last_draw_ = 0;
+  bool said_long_validation_ = false;
 };
 
 }  // namespace tapegrad

@@ -19,6 +19,7 @@ namespace {
 constexpr int64_t kMaxWidth = int64_t{1} << 20;
 constexpr int64_t kMaxLayers = 1024;
 constexpr int kMaxThreads = 1024;
+constexpr int64_t kMaxValidSize = 10'000'000;  // a generated validation set that still fits any machine's memory
 
 }  // namespace
 
@@ -35,6 +36,8 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   require(std::isfinite(o.clip_grad) && o.clip_grad >= 0, "clip_grad", "a finite number >= 0 (0: off)", o.clip_grad);
   require(o.target_acc >= 0 && o.target_acc <= 1, "target_acc", "a fraction in [0, 1] (0: never stop early)", o.target_acc);
   require(o.model.dropout >= 0 && o.model.dropout < 1, "model.dropout", "in [0, 1)", o.model.dropout);
+  require(std::isfinite(o.model.moe_aux_weight) && o.model.moe_aux_weight >= 0, "model.moe_aux_weight",
+          "a finite number >= 0", o.model.moe_aux_weight);
   require(std::isfinite(o.model.temperature) && o.model.temperature > 0, "model.temperature", "a finite number > 0",
           o.model.temperature);
   require(o.batch_size > 0, "batch_size", "positive", o.batch_size);
@@ -45,6 +48,8 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   require(o.log_every > 0, "log_every", "positive", o.log_every);
   require(o.threads >= 0 && o.threads <= kMaxThreads, "threads", cat("in [0, ", kMaxThreads, "] (0: every core)"), o.threads);
   require(o.train_size >= 0, "train_size", ">= 0 (0: fresh examples every batch)", o.train_size);
+  require(o.valid_size >= 1 && o.valid_size <= kMaxValidSize, "valid_size", cat("in [1, ", kMaxValidSize, "]"),
+          o.valid_size);
   require(o.context_length >= 0 && o.context_length <= kMaxLength, "context_length",
           cat("in [0, ", kMaxLength, "] (0: from the data)"), o.context_length);
   if (o.steps > 0 && o.epochs > 0) throw ValueError(cat("give ", name("steps"), " or ", name("epochs"), ", not both"));
@@ -61,6 +66,17 @@ void validate(const TrainOptions& o, const OptionNames& name) {
     require(o.model.d_ff > 0 && o.model.d_ff <= kMaxWidth, "model.d_ff", cat("in [1, ", kMaxWidth, "]"), o.model.d_ff);
     require(o.model.n_layers >= 0 && o.model.n_layers <= kMaxLayers, "model.n_layers", cat("in [0, ", kMaxLayers, "]"),
             o.model.n_layers);
+    // The rest of the model's rules, and every combination a component cannot serve (--attention linear with
+    // --positional rope, --pool cls with --causal), by the same names and before any work. The data fills in
+    // the vocabulary, the classes and (when 0) the context later; stand-ins that pass take their place here.
+    nn::ClassifierOptions model = o.model;
+    model.vocab_size = 2;
+    model.num_classes = 2;
+    model.pad_id = 0;
+    model.context_length = o.context_length > 0 ? o.context_length : 2;
+    nn::validate(model, "", [&name](std::string_view field) {
+      return field == "context_length" ? name("context_length") : name(cat("model.", field));
+    });
   }
   if (!o.data.empty()) {
     if (o.valid.empty())
@@ -80,7 +96,7 @@ void validate(const TrainOptions& o, const OptionNames& name) {
 // One list of the fields trainer.json keeps (not verbose or detect_anomaly, which change only the output),
 // from which it is written and, after checked_like's strict reading, read.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TaskOptions, name, symbols, min_len, max_len)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrainOptions, task, data, valid, valid_fraction, train_size, model, context_length,
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrainOptions, task, data, valid, valid_fraction, train_size, valid_size, model, context_length,
                                    optimizer, lr, weight_decay, momentum, warmup, schedule, clip_grad, batch_size, steps,
                                    epochs, seed, threads, eval_every, log_every, target_acc, out, init, shuffle, overwrite)
 
@@ -93,10 +109,10 @@ json to_json(const TrainOptions& options) {
 TrainOptions train_options_from_json(const json& j, const std::string& path) {
   // Strict as config.json is (strict_json.h): trainer.json decides how a resumed run goes on, so a value
   // of the wrong type or a misspelt key must not be converted or ignored. Keys that came later are
-  // optional: log_every, overwrite, and the model's (model_keys_added_later).
+  // optional: log_every, overwrite, valid_size, and the model's (model_keys_added_later).
   static const std::set<std::string> added_later = [] {
     std::set<std::string> keys = model_keys_added_later();
-    keys.insert({"log_every", "overwrite"});
+    keys.insert({"log_every", "overwrite", "valid_size"});
     return keys;
   }();
   static const json example = TrainOptions();

@@ -33,6 +33,7 @@ struct TrainOptions {
   std::string valid;              // validation TSV; empty: a seeded split of data
   double valid_fraction = 0.1;    // of data, when valid is empty
   int64_t train_size = 0;         // task only: a fixed training set of this many examples; 0: fresh each batch
+  int64_t valid_size = 2000;      // task only: examples in the validation set (long sequences: fewer)
   // model (vocab_size, num_classes and context_length are filled in from the data). The defaults are a
   // small model that learns the built-in tasks to 99% in a few hundred steps.
   nn::ClassifierOptions model = default_model();

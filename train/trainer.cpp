@@ -24,6 +24,7 @@
 #include "train/progress.h"
 #include "train/publish_run.h"
 #include "train/run_lock.h"
+#include "train/run_directory.h"
 #include "train/run_on_ranks.h"
 #include "train/run_state.h"
 #include "train/training_memory.h"
@@ -108,6 +109,20 @@ Evaluation validate(Run& run) {
   return eval;
 }
 
+/// One forward of a few validation examples before the run folder is touched: a component that fails only
+/// when it runs (a user's variant, say) stops the run here, with nothing written and no lock left behind.
+/// No gradient and no dropout (eval mode), so no random stream moves.
+void try_forward(Run& run) {
+  NoGradGuard no_grad;
+  const size_t n = std::min<size_t>(run.data.valid.size(), 2);
+  const std::vector<Example> few(run.data.valid.begin(), run.data.valid.begin() + static_cast<std::ptrdiff_t>(n));
+  const Batch batch = make_batch(few, run.data.vocab, run.data.labels, run.options.context_length,
+                                 nn::prepends_cls(run.options.model));
+  run.model->eval();
+  run.model->forward(batch.ids, batch.key_padding_mask);
+  run.model->train();
+}
+
 /// Rank 0 writes the checkpoint; the other ranks first hand it what trainer.json keeps of them.
 void publish(Run& run, bool is_best, double elapsed) {
   if (run.comm->size() > 1) gather_rank_state(run);
@@ -172,6 +187,7 @@ TrainSummary loop(Run& run, std::ostream& log) try {
   int64_t last_row_step = run.step;
   double last_row_train_seconds = timing.train_seconds;
   Lap lap;
+  double last_validation_seconds = 0;
   InterruptGuard interrupts;  // SIGINT and SIGTERM, from here until the loop ends
   const DetectAnomalyGuard anomaly_detection(o.detect_anomaly);
 
@@ -237,8 +253,17 @@ TrainSummary loop(Run& run, std::ostream& log) try {
       continue;
     }
 
+    // The last validation's time, or before the first an estimate: a forward costs about a third of a
+    // training step, over valid / batch batches.
+    const double step_seconds = timing.train_seconds / std::max<int64_t>(run.step - first_step, 1);
+    const auto valid_count = static_cast<int64_t>(run.data.valid.size());
+    progress.validating(run.step, run.total_steps, valid_count,
+                        last_validation_seconds > 0 ? last_validation_seconds
+                                                    : step_seconds / 3 * static_cast<double>(valid_count) /
+                                                          static_cast<double>(o.batch_size));
     const Evaluation eval = validate(run);
-    timing.validation_seconds += lap.next();
+    last_validation_seconds = lap.next();
+    timing.validation_seconds += last_validation_seconds;
     last_accuracy = row.valid_accuracy = eval.accuracy;
     last_loss = row.valid_loss = eval.loss;
     row.elapsed_seconds = seconds_now();
@@ -260,6 +285,14 @@ TrainSummary loop(Run& run, std::ostream& log) try {
       summary.reached_target = true;
       break;
     }
+  }
+  // A signal during the last validation or checkpoint found the loop already ending: the checkpoint is whole,
+  // but the run was interrupted, and its exit status says so (not "finished" and 0).
+  if (const int signal = data_parallel ? run.agreed_stop : interrupts.received()) {
+    progress.clear();
+    throw Interrupted(signal, cat("interrupted by ", signal_name(signal), " during the last step, validation or ",
+                                  "checkpoint: the run had finished all its ", run.step, " steps and the checkpoint of step ",
+                                  run.published_step, " in ", o.out, " is complete"));
   }
   summary.steps = run.step;
   summary.seconds = seconds_now();
@@ -364,6 +397,7 @@ TrainSummary train(const TrainOptions& options, std::ostream& given_log, const M
   std::optional<RunLock> lock;
   const std::string error = set_up(run, [&] {
     validate(options);
+    if (rank == 0) check_out_directory(options.out, "--out");  // read only: nothing is touched before every check
     run.options = options;
     // Paths are saved absolute in trainer.json, so --resume works from any working directory.
     for (std::string* path : {&run.options.data, &run.options.valid, &run.options.init})
@@ -371,7 +405,12 @@ TrainSummary train(const TrainOptions& options, std::ostream& given_log, const M
     std::optional<LoadedModel> init;
     if (!options.init.empty()) {
       init = load_model(options.init);
+      // The checkpoint's model, but the run's own training-only settings: dropout and the load-balancing weight
+      // change no weight and nothing the model computes at inference, so fine-tuning chooses them (as
+      // from_pretrained(..., hidden_dropout_prob=...) does); config.json records them.
       run.options.model = init->options;
+      run.options.model.dropout = options.model.dropout;
+      run.options.model.moe_aux_weight = options.model.moe_aux_weight;
       run.options.context_length = init->options.context_length;
     }
     run.data = load_training_data(run.options, init ? &init->vocab : nullptr);
@@ -388,6 +427,7 @@ TrainSummary train(const TrainOptions& options, std::ostream& given_log, const M
     check_memory(run.options);  // again: a builder may build a larger model than the options describe
     if (init) run.model->load_state_dict(init->model->state_dict());
     setup_training(run);
+    try_forward(run);
     if (rank != 0) return;  // the run directory is rank 0's
     // The lock before anything in --out is written or removed, and before the check below, so that a second
     // trainer hears that the directory is in use rather than advice to resume it.
@@ -430,6 +470,7 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
   int saved_ranks = 1;
   const std::string error = set_up(run, [&] {
     if (options.steps < 0) throw ValueError(cat("--steps must be positive, got ", options.steps));
+    check_resume_directory(dir);
     const std::string state_path = dir + "/trainer.json";
     std::error_code ec;
     if (!fs::exists(state_path, ec))

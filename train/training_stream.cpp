@@ -101,7 +101,7 @@ TrainingData load_training_data(const TrainOptions& o, const Vocab* fixed_vocab)
     TaskStream probe(o.task, o.seed);
     d.labels = probe.labels();
     d.vocab = fixed_vocab ? *fixed_vocab : Vocab::build(probe.all_words());
-    d.valid = validation_set(o.task, o.seed);
+    d.valid = validation_set(o.task, o.seed, o.valid_size);
     if (o.train_size > 0)  // epochs on a fresh stream are validate()'s to refuse
       d.stream = std::make_unique<TrainingStream>(TaskStream(o.task, o.seed).take(o.train_size), o.shuffle, o.seed);
     else

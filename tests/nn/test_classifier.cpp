@@ -275,6 +275,7 @@ TEST_CASE("nn: parameter_count(options) equals the built model's count for every
     for (std::string pool : {"mean", "cls"})
       for (bool final_norm : {false, true})
         for (int64_t n_layers = 0; n_layers <= 3; ++n_layers) {
+          if (pool == "cls" && n_layers == 0) continue;  // refused: the <cls> vector would never see the text
           ClassifierOptions o = names_config();
           o.positional = positional;
           o.pool = pool;
@@ -286,7 +287,7 @@ TEST_CASE("nn: parameter_count(options) equals the built model's count for every
           CHECK(parameter_count(o) == make_classifier(o).parameter_count());
           ++variants;
         }
-  CHECK(variants == 32);
+  CHECK(variants == 28);
   // A size no machine can allocate is still counted exactly, without building anything.
   ClassifierOptions big{kMaxClassifierSize};
   big.d_model = 1024;

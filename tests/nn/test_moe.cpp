@@ -3,6 +3,7 @@
 // padding left out of it, the parameter count, the option checks, and the classifier's auxiliary loss.
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <set>
 #include <string>
@@ -225,4 +226,38 @@ TEST_CASE("moe: the classifier sums its layers' weighted auxiliary losses, and a
   (sum(logits) * 0.0 + aux).backward();
   for (const auto& [name, param] : moe.named_parameters())
     if (name.find("gate.weight") != std::string::npos) CHECK(param.grad().defined());
+}
+
+TEST_CASE("moe: the task loss alone trains the gate for every k, top-1 through the raw gate probability") {
+  for (int64_t k = 1; k <= 4; ++k) {
+    INFO("top_k " << k);
+    Generator gen(11);
+    MixtureOfExperts moe(small_moe(4, k, /*aux_weight=*/0.0), gen, nullptr);
+    moe.to(DType::float64);
+    const Tensor x = randn({2, 5, 4}, gen, DType::float64);
+    const Tensor target = randn({2, 5, 4}, gen, DType::float64);
+    const Tensor diff = moe.forward(x) - target;
+    backward(sum(diff * diff));  // a task loss; no load-balancing term
+    const Tensor& dW = moe.named_parameters()[0].second.grad();  // gate.weight
+    REQUIRE(moe.named_parameters()[0].first == "gate.weight");
+    REQUIRE(dW.defined());
+    double norm = 0;
+    for (double g : dW.to_vector()) norm += g * g;
+    // k = E keeps every gate renormalised to sum 1, y = Σ p_e expert_e: the gate still gets a gradient; at
+    // k = 1 a renormalised gate would be p / p = 1 and this would be 0.
+    CHECK(std::sqrt(norm) > 1e-3);
+  }
+  // Top-1 weighs the chosen expert by its raw probability: y = p[n, e*] · expert_e*(x[n]).
+  Generator gen(3);
+  MixtureOfExperts moe(small_moe(3, 1), gen, nullptr);
+  moe.to(DType::float64);
+  const Tensor x = randn({1, 4, 4}, gen, DType::float64);
+  const std::vector<double> y = moe.forward(x).to_vector();
+  const std::vector<double> p = moe.gate_probabilities().to_vector();
+  const Tensor tokens = reshape(x, {4, 4});
+  for (int64_t n = 0; n < 4; ++n) {
+    const int64_t e = moe.routing().choice[n];
+    const std::vector<double> out = moe.experts()[e].forward(tokens).to_vector();
+    for (int64_t c = 0; c < 4; ++c) CHECK(y[n * 4 + c] == Approx(p[n * 3 + e] * out[n * 4 + c]).epsilon(1e-12));
+  }
 }

@@ -90,9 +90,9 @@ std::vector<BadInput> flags_without_effect(const std::string& out, const std::st
       {"--no-shuffle on a fresh task stream", "train --no-shuffle" + out, "--no-shuffle needs a fixed training set"},
       {"--epochs on a fresh task stream", "train --epochs 2" + out, "--epochs needs a fixed training set"},
       {"a model flag with --init", "train --init " + run + " --data " + data + " --d-model 64" + out,
-       "--d-model has no effect with --init"},
-      {"--dropout with --init", "train --init " + run + " --data " + data + " --dropout 0.1" + out,
-       "--dropout has no effect with --init"},
+       "--d-model cannot change with --init"},
+      {"a flag that changes what the model computes with --init", "train --init " + run + " --data " + data +
+       " --temperature 2" + out, "--temperature cannot change with --init"},
       {"--lr with --resume", "train --resume " + run + " --lr 0.1", "--lr cannot change when resuming"},
       {"--out with --resume", "train --resume " + run + out, "--out cannot change when resuming"},
       {"--seed with --resume", "train --resume " + run + " --seed 3", "--seed cannot change when resuming"},

@@ -29,7 +29,7 @@ TEST_CASE("train: cli every subcommand has --help listing its flags") {
   const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
       {"", {"train", "eval", "predict", "gradcheck", "--help"}},
       {"train",
-       {"--task", "--data", "--valid", "--valid-fraction", "--train-size", "--symbols", "--min-len", "--max-len",
+       {"--task", "--data", "--valid", "--valid-fraction", "--train-size", "--valid-size", "--symbols", "--min-len", "--max-len",
         "--d-model", "--heads", "--ff", "--layers", "--context-length", "--activation", "--norm-first", "--final-norm",
         "--pool", "--positional", "--dropout", "--optimizer", "--lr", "--weight-decay", "--momentum", "--warmup",
         "--schedule", "--clip-grad", "--batch-size", "--steps", "--epochs", "--seed", "--threads", "--eval-every",

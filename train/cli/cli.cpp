@@ -74,16 +74,20 @@ void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
     return;
   }
   if (given("--data"))
-    refuse({"--task", "--train-size", "--symbols", "--min-len", "--max-len"},
+    refuse({"--task", "--train-size", "--valid-size", "--symbols", "--min-len", "--max-len"},
            "configures a built-in task, which --data replaces");
   else
     refuse({"--valid", "--valid-fraction"}, "needs --data (a built-in task has its own validation set)");
   if (given("--valid")) refuse({"--valid-fraction"}, "splits --data, but --valid gives the validation set");
+  // --init takes the model from the checkpoint: what the weights' shapes are and what they compute. Flags that
+  // would change either are refused; the training-only ones (--dropout, --moe-aux-weight) change neither, so a
+  // fine-tuning run sets its own (docs/reliability.md).
   if (given("--init"))
     refuse({"--d-model", "--heads", "--ff", "--layers", "--context-length", "--activation", "--norm-first", "--final-norm",
-            "--pool", "--positional", "--attention", "--norm", "--ffn", "--dropout", "--causal", "--temperature",
-            "--experts", "--top-k", "--moe-aux-weight"},
-           "has no effect with --init: the model is the checkpoint's");
+            "--pool", "--positional", "--attention", "--norm", "--ffn", "--causal", "--temperature", "--experts",
+            "--top-k"},
+           "cannot change with --init: the model's shape and what it computes are the checkpoint's (only the "
+           "training-only --dropout and --moe-aux-weight can)");
   if (f.options.optimizer != "sgd") refuse({"--momentum"}, cat("applies to --optimizer sgd only, not ", f.options.optimizer));
   if (!given("--data") && !given("--train-size"))
     refuse({"--no-shuffle", "--epochs"}, "needs a fixed training set (--data or --train-size)");
@@ -128,6 +132,7 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   cmd->add_option("--valid", o.valid, "Validation TSV (default: a seeded split of --data)");
   cmd->add_option("--valid-fraction", o.valid_fraction, "Share of --data held out when --valid is not given")->capture_default_str();
   cmd->add_option("--train-size", o.train_size, "Task only: a fixed training set of this many examples (0: fresh ones every batch)")->capture_default_str();
+  cmd->add_option("--valid-size", o.valid_size, "Task only: examples in the validation set (fewer for long sequences)")->capture_default_str();
   cmd->add_option("--symbols", o.task.symbols, "Task vocabulary size V (words t0..t{V-1})")->capture_default_str();
   cmd->add_option("--min-len", o.task.min_len, "Shortest generated sequence")->capture_default_str();
   cmd->add_option("--max-len", o.task.max_len, "Longest generated sequence")->capture_default_str();

@@ -1,0 +1,140 @@
+// Model settings that cannot learn are refused by flag name before any work: a combination a component cannot
+// serve (each variant declares its refusals with it, nn/components.h), a model blind to its input; what --init
+// lets a fine-tuning run change; and the size of a built-in task's validation set. Each row of the tables is a
+// row of docs/reliability.md (the last test checks that the page lists them).
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "nn/classifier.h"
+#include "support/cli.h"
+#include "support/small_run.h"
+#include "support/temp_dir.h"
+#include "train/train_options.h"
+#include "train/training_stream.h"
+
+using namespace tapegrad;
+using testing::TempDir;
+using namespace testing;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct BadInput {
+  std::string name;      // as docs/reliability.md lists it
+  std::string args;      // after `tapegrad train`, shell-quoted
+  std::string mentions;  // what the one line must say
+};
+
+/// Combinations that would build a model that cannot learn, or that a component cannot compute.
+std::vector<BadInput> cannot_serve() {
+  return {
+      {"--causal with --pool cls", "--task order --causal --pool cls", "--pool cls with --causal: under the causal mask"},
+      {"--pool cls with no layers", "--layers 0 --pool cls", "--pool cls with --layers 0: with no encoder layer"},
+      {"--pool cls with a context of one", "--context-length 1 --pool cls",
+       "--pool cls with --context-length 1: leaves no position for the text"},
+      {"--attention linear with --positional rope", "--attention linear --positional rope",
+       "--attention linear with --positional rope: linear attention forms no (T, T) scores"},
+      {"--attention linear with --positional alibi", "--attention linear --positional alibi",
+       "--attention linear with --positional alibi"},
+      {"--attention linear with a temperature", "--attention linear --temperature 2",
+       "--attention linear with --temperature 2"},
+      {"--positional rope with an odd head width", "--positional rope --d-model 6 --heads 2",
+       "--positional rope with --d-model 6 and --heads 2: each head's width"},
+      {"--top-k above --experts", "--ffn moe --experts 2 --top-k 3", "--top-k 3 is outside [1, --experts 2]"},
+  };
+}
+
+/// Every file in a folder with its bytes (links as their targets' names).
+std::map<std::string, std::string> snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    const std::string name = fs::relative(entry.path(), dir).string();
+    if (entry.is_symlink()) files[name] = "-> " + fs::read_symlink(entry.path()).string();
+    else if (entry.is_regular_file()) files[name] = read_file(entry.path().string());
+    else files[name] = "(dir)";
+  }
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("model settings: every combination a component cannot serve is refused by flag name before any work") {
+  TempDir dir("tapegrad_test_model_settings");
+  // A run that --overwrite would replace: a refused combination must leave it exactly as it was.
+  const Result first = run_cli(dir, "train --steps 20 --eval-every 10 --out " + quote(dir / "run"));
+  REQUIRE(first.exit_code == 0);
+  const auto before = snapshot(dir / "run");
+  for (const BadInput& c : cannot_serve()) {
+    INFO(c.name);
+    require_one_line_error(run_cli(dir, "train " + c.args + " --steps 5 --out " + quote(dir / "new")), c.mentions);
+    CHECK(!fs::exists(dir / "new"));  // not even the folder or its lock
+    require_one_line_error(run_cli(dir, "train " + c.args + " --steps 5 --overwrite --out " + quote(dir / "run")),
+                           c.mentions);
+    CHECK(snapshot(dir / "run") == before);
+  }
+}
+
+TEST_CASE("model settings: the library names the same refusals by field, and a config.json with one is refused") {
+  nn::ClassifierOptions o = nn::micro_classifier();
+  o.pool = "cls";
+  o.causal = true;
+  CHECK_THROWS_WITH(nn::validate(o), Catch::StartsWith("SequenceClassifier: pool = cls with causal: under the causal"));
+  o.causal = false;
+  o.attention = "linear";
+  o.positional = "rope";
+  CHECK_THROWS_WITH(nn::validate(o, "config.json"),
+                    Catch::StartsWith("config.json: attention = linear with positional = rope: "));
+  TrainOptions t = testing::small_options("unused");
+  t.model.attention = "linear";
+  t.model.positional = "alibi";
+  CHECK_THROWS_WITH(validate(t), Catch::StartsWith("TrainOptions.model.attention = linear with "
+                                                   "TrainOptions.model.positional = alibi: "));
+}
+
+TEST_CASE("model settings: --init fine-tunes with its own --dropout and --moe-aux-weight, recorded in config.json") {
+  TempDir dir("tapegrad_test_model_settings");
+  REQUIRE(run_cli(dir, "train --ffn moe --steps 20 --eval-every 10 --out " + quote(dir / "base")).exit_code == 0);
+  const Result tuned = run_cli(dir, "train --init " + quote(dir / "base/best") +
+                                        " --dropout 0.2 --moe-aux-weight 0.05 --steps 10 --out " + quote(dir / "tuned"));
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  const json config = json::parse(read_file(dir / "tuned/config.json"));
+  CHECK(config.at("dropout") == 0.2);
+  CHECK(config.at("moe_aux_weight") == 0.05);
+  CHECK(config.at("ffn") == "moe");  // the rest is the checkpoint's
+  const json base = json::parse(read_file(dir / "base/config.json"));
+  CHECK(base.at("dropout") == 0.0);
+  // Without the flags: the defaults of any run, not the checkpoint's
+  REQUIRE(run_cli(dir, "train --init " + quote(dir / "tuned") + " --steps 10 --out " + quote(dir / "again")).exit_code == 0);
+  CHECK(json::parse(read_file(dir / "again/config.json")).at("dropout") == 0.0);
+}
+
+TEST_CASE("model settings: --valid-size sets a built-in task's validation set, and trainer.json without it reads 2000") {
+  TrainOptions o = testing::small_options("unused");
+  o.valid_size = 37;
+  CHECK(load_training_data(o, nullptr).valid.size() == 37);
+  o.valid_size = 0;
+  CHECK_THROWS_WITH(validate(o), Catch::Contains("TrainOptions.valid_size must be in [1, "));
+  TrainOptions trained = testing::small_options("unused");
+  trained.model.vocab_size = 9;  // as the data filled them in
+  trained.model.num_classes = 6;
+  trained.model.context_length = trained.context_length = 12;
+  json saved = to_json(trained);
+  saved.erase("valid_size");  // a run from before the flag
+  CHECK(train_options_from_json(saved, "trainer.json").valid_size == 2000);
+  TempDir dir("tapegrad_test_model_settings");
+  require_one_line_error(run_cli(dir, "train --data x.tsv --valid-size 10 --out " + quote(dir / "o")),
+                         "--valid-size configures a built-in task");
+  require_one_line_error(run_cli(dir, "train --valid-size 0 --out " + quote(dir / "o")), "--valid-size");
+}
+
+TEST_CASE("model settings: docs/reliability.md lists every row of this file") {
+  const std::string docs = read_file(std::string(TAPEGRAD_SOURCE_DIR) + "/docs/reliability.md");
+  for (const BadInput& row : cannot_serve()) {
+    INFO(row.name);
+    CHECK_THAT(docs, Catch::Contains("| " + row.name + " |"));
+  }
+}

@@ -1,0 +1,131 @@
+// A run folder never destroys what it should protect: `train --out` refuses a folder of somebody's own files
+// (with or without --overwrite) and a checkpoint inside a run, `--resume` refuses a checkpoint (`run/best`)
+// instead of growing a run inside it, and every refusal comes before the folder is created or locked. Each row
+// is a row of docs/reliability.md (the last test checks that the page lists them).
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <map>
+
+#include "support/cli.h"
+#include "support/temp_dir.h"
+
+using namespace tapegrad;
+using testing::TempDir;
+using namespace testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct BadInput {
+  std::string name;      // as docs/reliability.md lists it
+  std::string args;      // after `tapegrad`, shell-quoted
+  std::string mentions;  // what the one line must say
+};
+
+/// Folders that hold somebody's files, by the name of what they hold: a run would replace some of them.
+const std::map<std::string, std::map<std::string, std::string>>& foreign_folders() {
+  static const std::map<std::string, std::map<std::string, std::string>> folders = {
+      {"--out holding a user's config.json", {{"config.json", "{\"mine\": 1}\n"}}},
+      {"--out holding a user's vocab.txt and labels.txt", {{"vocab.txt", "my\nwords\n"}, {"labels.txt", "a\nb\n"}}},
+      {"--out holding a user's metrics.csv and curves.svg", {{"metrics.csv", "x,y\n1,2\n"}, {"curves.svg", "<svg/>"}}},
+      {"--out holding a user's notes", {{"notes.txt", "do not lose\n"}}},
+      {"--out holding a user's folder", {{"data/train.tsv", "pos\tgood\n"}}},
+  };
+  return folders;
+}
+
+std::vector<BadInput> out_not_a_run(const std::string& folder, const std::string& name) {
+  return {{name, "train --steps 5 --out " + folder, "is not empty and holds no tapegrad run"},
+          {name + ", with --overwrite", "train --steps 5 --overwrite --out " + folder,
+           "--overwrite replaces only a tapegrad run"}};
+}
+
+std::vector<BadInput> checkpoint_paths(const std::string& run) {
+  return {
+      {"--resume of a run's best checkpoint", "train --resume " + run + "/best --steps 90",
+       "is a checkpoint inside the run"},
+      {"--resume of a run's latest checkpoint", "train --resume " + run + "/latest --steps 90",
+       "/latest starts a new run from these weights"},
+      {"--resume of a folder in .checkpoints", "train --resume " + run + "/.checkpoints/step-000000060 --steps 90",
+       "is a checkpoint inside the run"},
+      {"--out into a run's best checkpoint", "train --steps 5 --out " + run + "/best", "tapegrad never writes into a checkpoint"},
+      {"--out below a run's .checkpoints", "train --steps 5 --out " + run + "/.checkpoints/mine",
+       "tapegrad never writes into a checkpoint"},
+  };
+}
+
+std::map<std::string, std::string> snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    const std::string name = fs::relative(entry.path(), dir).string();
+    if (entry.is_symlink()) files[name] = "-> " + fs::read_symlink(entry.path()).string();
+    else if (entry.is_regular_file()) files[name] = read_file(entry.path().string());
+    else files[name] = "(dir)";
+  }
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("run folders: --out holding files that are not a run is refused, with or without --overwrite") {
+  TempDir dir("tapegrad_test_run_folders");
+  for (const auto& [name, files] : foreign_folders()) {
+    INFO(name);
+    const std::string folder = dir / "mine";
+    fs::remove_all(folder);
+    for (const auto& [file, bytes] : files) {
+      fs::create_directories((fs::path(folder) / file).parent_path());
+      dir.file("mine/" + file, bytes);
+    }
+    const auto before = snapshot(folder);
+    for (const BadInput& c : out_not_a_run(quote(folder), name)) {
+      INFO(c.args);
+      require_one_line_error(run_cli(dir, c.args), c.mentions);
+      CHECK(snapshot(folder) == before);  // not a byte changed, and no .lock
+    }
+  }
+}
+
+TEST_CASE("run folders: a checkpoint inside a run is never resumed or written into") {
+  TempDir dir("tapegrad_test_run_folders");
+  const std::string run = dir / "run";
+  REQUIRE(run_cli(dir, "train --steps 60 --eval-every 30 --out " + quote(run)).exit_code == 0);
+  REQUIRE(fs::exists(run + "/.checkpoints/step-000000060"));
+  const auto before = snapshot(run);
+  for (const BadInput& c : checkpoint_paths(quote(run))) {
+    INFO(c.name);
+    require_one_line_error(run_cli(dir, c.args), c.mentions);
+    CHECK(snapshot(run) == before);
+  }
+  // What the message offers works: --init from the snapshot into a new folder, and --resume of the run.
+  REQUIRE(run_cli(dir, "train --init " + quote(run + "/best") + " --steps 10 --out " + quote(dir / "tuned")).exit_code == 0);
+  const Result resumed = run_cli(dir, "train --resume " + quote(run) + " --steps 90");
+  INFO(resumed.err);
+  CHECK(resumed.exit_code == 0);
+}
+
+TEST_CASE("run folders: a new, empty or unfinished run folder, and a run with --overwrite, are accepted") {
+  TempDir dir("tapegrad_test_run_folders");
+  fs::create_directories(dir / "empty");
+  CHECK(run_cli(dir, "train --steps 5 --out " + quote(dir / "empty")).exit_code == 0);
+  CHECK(run_cli(dir, "train --steps 5 --out " + quote(dir / "new/nested")).exit_code == 0);
+  // A run killed before its first checkpoint leaves its lock and perhaps its metrics: a run of ours.
+  fs::create_directories(dir / "unfinished");
+  dir.file("unfinished/.lock", "123\n");
+  dir.file("unfinished/metrics.csv", "step\n");
+  CHECK(run_cli(dir, "train --steps 5 --out " + quote(dir / "unfinished")).exit_code == 0);
+  CHECK(run_cli(dir, "train --steps 5 --overwrite --out " + quote(dir / "empty")).exit_code == 0);
+  const Result again = run_cli(dir, "train --steps 5 --out " + quote(dir / "empty"));
+  CHECK_THAT(again.err, Catch::Contains("already holds a training run"));
+}
+
+TEST_CASE("run folders: docs/reliability.md lists every row of this file") {
+  const std::string docs = read_file(std::string(TAPEGRAD_SOURCE_DIR) + "/docs/reliability.md");
+  std::vector<BadInput> rows = checkpoint_paths("run");
+  for (const auto& [name, files] : foreign_folders())
+    for (const BadInput& row : out_not_a_run("mine", name)) rows.push_back(row);
+  for (const BadInput& row : rows) {
+    INFO(row.name);
+    CHECK_THAT(docs, Catch::Contains("| " + row.name + " |"));
+  }
+}
