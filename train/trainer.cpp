@@ -113,6 +113,7 @@ Evaluation validate(Run& run) {
 /// when it runs (a user's variant, say) stops the run here, with nothing written and no lock left behind.
 /// No gradient and no dropout (eval mode), so no random stream moves.
 void try_forward(Run& run) {
+  if (run.data.valid.empty()) return;
   NoGradGuard no_grad;
   const size_t n = std::min<size_t>(run.data.valid.size(), 2);
   const std::vector<Example> few(run.data.valid.begin(), run.data.valid.begin() + static_cast<std::ptrdiff_t>(n));

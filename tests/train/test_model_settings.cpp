@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/classifier.h"
-#include "support/cli.h"
+#include "support/bad_input.h"
 #include "support/small_run.h"
 #include "support/temp_dir.h"
 #include "train/train_options.h"
@@ -21,12 +21,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-struct BadInput {
-  std::string name;      // as docs/reliability.md lists it
-  std::string args;      // after `tapegrad train`, shell-quoted
-  std::string mentions;  // what the one line must say
-};
 
 /// Combinations that would build a model that cannot learn, or that a component cannot compute.
 std::vector<BadInput> cannot_serve() {
@@ -47,18 +41,6 @@ std::vector<BadInput> cannot_serve() {
   };
 }
 
-/// Every file in a folder with its bytes (links as their targets' names).
-std::map<std::string, std::string> snapshot(const std::string& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    const std::string name = fs::relative(entry.path(), dir).string();
-    if (entry.is_symlink()) files[name] = "-> " + fs::read_symlink(entry.path()).string();
-    else if (entry.is_regular_file()) files[name] = read_file(entry.path().string());
-    else files[name] = "(dir)";
-  }
-  return files;
-}
-
 }  // namespace
 
 TEST_CASE("model settings: every combination a component cannot serve is refused by flag name before any work") {
@@ -66,14 +48,14 @@ TEST_CASE("model settings: every combination a component cannot serve is refused
   // A run that --overwrite would replace: a refused combination must leave it exactly as it was.
   const Result first = run_cli(dir, "train --steps 20 --eval-every 10 --out " + quote(dir / "run"));
   REQUIRE(first.exit_code == 0);
-  const auto before = snapshot(dir / "run");
+  const auto before = folder_contents(dir / "run");
   for (const BadInput& c : cannot_serve()) {
     INFO(c.name);
     require_one_line_error(run_cli(dir, "train " + c.args + " --steps 5 --out " + quote(dir / "new")), c.mentions);
     CHECK(!fs::exists(dir / "new"));  // not even the folder or its lock
     require_one_line_error(run_cli(dir, "train " + c.args + " --steps 5 --overwrite --out " + quote(dir / "run")),
                            c.mentions);
-    CHECK(snapshot(dir / "run") == before);
+    CHECK(folder_contents(dir / "run") == before);
   }
 }
 
@@ -132,9 +114,5 @@ TEST_CASE("model settings: --valid-size sets a built-in task's validation set, a
 }
 
 TEST_CASE("model settings: docs/reliability.md lists every row of this file") {
-  const std::string docs = read_file(std::string(TAPEGRAD_SOURCE_DIR) + "/docs/reliability.md");
-  for (const BadInput& row : cannot_serve()) {
-    INFO(row.name);
-    CHECK_THAT(docs, Catch::Contains("| " + row.name + " |"));
-  }
+  require_documented(cannot_serve());
 }

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <map>
 
-#include "support/cli.h"
+#include "support/bad_input.h"
 #include "support/temp_dir.h"
 
 using namespace tapegrad;
@@ -15,12 +15,6 @@ using namespace testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct BadInput {
-  std::string name;      // as docs/reliability.md lists it
-  std::string args;      // after `tapegrad`, shell-quoted
-  std::string mentions;  // what the one line must say
-};
 
 /// Folders that hold somebody's files, by the name of what they hold: a run would replace some of them.
 const std::map<std::string, std::map<std::string, std::string>>& foreign_folders() {
@@ -54,17 +48,6 @@ std::vector<BadInput> checkpoint_paths(const std::string& run) {
   };
 }
 
-std::map<std::string, std::string> snapshot(const std::string& dir) {
-  std::map<std::string, std::string> files;
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    const std::string name = fs::relative(entry.path(), dir).string();
-    if (entry.is_symlink()) files[name] = "-> " + fs::read_symlink(entry.path()).string();
-    else if (entry.is_regular_file()) files[name] = read_file(entry.path().string());
-    else files[name] = "(dir)";
-  }
-  return files;
-}
-
 }  // namespace
 
 TEST_CASE("run folders: --out holding files that are not a run is refused, with or without --overwrite") {
@@ -77,11 +60,11 @@ TEST_CASE("run folders: --out holding files that are not a run is refused, with 
       fs::create_directories((fs::path(folder) / file).parent_path());
       dir.file("mine/" + file, bytes);
     }
-    const auto before = snapshot(folder);
+    const auto before = folder_contents(folder);
     for (const BadInput& c : out_not_a_run(quote(folder), name)) {
       INFO(c.args);
       require_one_line_error(run_cli(dir, c.args), c.mentions);
-      CHECK(snapshot(folder) == before);  // not a byte changed, and no .lock
+      CHECK(folder_contents(folder) == before);  // not a byte changed, and no .lock
     }
   }
 }
@@ -91,11 +74,11 @@ TEST_CASE("run folders: a checkpoint inside a run is never resumed or written in
   const std::string run = dir / "run";
   REQUIRE(run_cli(dir, "train --steps 60 --eval-every 30 --out " + quote(run)).exit_code == 0);
   REQUIRE(fs::exists(run + "/.checkpoints/step-000000060"));
-  const auto before = snapshot(run);
+  const auto before = folder_contents(run);
   for (const BadInput& c : checkpoint_paths(quote(run))) {
     INFO(c.name);
     require_one_line_error(run_cli(dir, c.args), c.mentions);
-    CHECK(snapshot(run) == before);
+    CHECK(folder_contents(run) == before);
   }
   // What the message offers works: --init from the snapshot into a new folder, and --resume of the run.
   REQUIRE(run_cli(dir, "train --init " + quote(run + "/best") + " --steps 10 --out " + quote(dir / "tuned")).exit_code == 0);
@@ -120,12 +103,8 @@ TEST_CASE("run folders: a new, empty or unfinished run folder, and a run with --
 }
 
 TEST_CASE("run folders: docs/reliability.md lists every row of this file") {
-  const std::string docs = read_file(std::string(TAPEGRAD_SOURCE_DIR) + "/docs/reliability.md");
   std::vector<BadInput> rows = checkpoint_paths("run");
   for (const auto& [name, files] : foreign_folders())
     for (const BadInput& row : out_not_a_run("mine", name)) rows.push_back(row);
-  for (const BadInput& row : rows) {
-    INFO(row.name);
-    CHECK_THAT(docs, Catch::Contains("| " + row.name + " |"));
-  }
+  require_documented(rows);
 }
