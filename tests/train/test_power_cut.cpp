@@ -113,6 +113,9 @@ Aftermath after_the_cut(const TempDir& dir, const std::string& run) {
 }  // namespace
 
 TEST_CASE("faults: a power cut at every file operation of a publication loses no checkpoint") {
+  const std::string docs = read_file(std::string(TAPEGRAD_SOURCE_DIR) + "/docs/reliability.md");
+  CHECK_THAT(docs, Catch::Contains("### Power loss"));
+  CHECK_THAT(docs, Catch::Contains("| a power cut at every file operation of a publication loses no checkpoint |"));
   TempDir dir("tapegrad_test_power_cut");
   const std::string base = dir / "base";
   REQUIRE(run_cli(dir, train_args(base)).exit_code == 0);
