@@ -73,7 +73,13 @@ std::vector<LinkCase> link_cases() {
   const auto dangling = [](std::string name) {
     return [name](const Place& p) { p.link(name, p.outside + "/created-through-a-link"); };
   };
-  return {
+  const auto user_name_to_canary = [](std::string name) {
+    return [name](const Place& p) {
+      fs::remove(p.run + "/" + name);
+      p.link(name, p.canary);
+    };
+  };
+  std::vector<LinkCase> cases{
       {".lock links to a file outside", ".lock", Command::resume,
        [](const Place& p) {
          fs::remove(p.run + "/.lock");
@@ -171,7 +177,13 @@ std::vector<LinkCase> link_cases() {
          p.link(".checkpoints/step-000000005/folder", p.canary_folder);
        },
        ""},
+      {"best.tmp links to a folder outside", "best.tmp", Command::overwrite,
+       [](const Place& p) { p.link("best.tmp", p.canary_folder); }, ""},
   };
+  // The rest of the names users open, as model.safetensors and trainer.json above.
+  for (const char* name : {"config.json", "vocab.txt", "labels.txt", "optimizer.safetensors"})
+    cases.push_back({cat(name, " links to a file outside"), name, Command::overwrite, user_name_to_canary(name), ""});
+  return cases;
 }
 
 }  // namespace
