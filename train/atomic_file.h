@@ -29,10 +29,11 @@ void fsync_path(const std::string& path);
 /// was created, false when it was a folder already; IOError naming the path otherwise.
 bool create_directories_durably(const std::string& path);
 
-/// IOError when path is a symbolic link or exists as anything but `expected` (a regular file or a folder)
-/// -- "runs/x/.lock: is a symbolic link; tapegrad never writes through links in a run folder: remove it"
-/// -- so that a name tapegrad writes through is never one a run folder from elsewhere planted.
+/// What require_own_entry expects at a name: a regular file or a folder.
 enum class EntryKind { file, folder };
+/// IOError when path is a symbolic link or exists as anything but `expected` -- "runs/x/.lock: is a
+/// symbolic link; tapegrad never writes through links in a run folder: remove it" -- so that a name
+/// tapegrad writes through is never one a run folder from elsewhere planted. Nothing there is fine.
 void require_own_entry(const std::string& path, EntryKind expected);
 
 }  // namespace tapegrad
