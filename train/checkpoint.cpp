@@ -24,14 +24,19 @@ namespace {
 const char* kLinkedFiles[] = {"model.safetensors", "config.json",           "vocab.txt",
                               "labels.txt",        "optimizer.safetensors", "trainer.json"};
 
-/// Points link at target by creating link.tmp and renaming it over link (atomic on POSIX).
+/// Points link at target by creating link.tmp and renaming it over link (atomic on POSIX). Whatever was
+/// at link -- an old link, a link planted to point elsewhere, a file -- is replaced, never followed; a
+/// leftover link.tmp is removed first (remove() takes a link, not its target).
 void swap_symlink(const fs::path& link, const fs::path& target) {
   const fs::path tmp = link.string() + ".tmp";
   std::error_code ignored;
   fs::remove(tmp, ignored);
-  fs::create_directory_symlink(target, tmp);
+  fs::create_symlink(target, tmp);
   fs::rename(tmp, link);
 }
+
+/// Whether anything, a dangling link included, is at p (fs::exists follows links).
+bool entry_exists(const fs::path& p) { return fs::exists(fs::symlink_status(p)); }
 
 }  // namespace
 
@@ -121,7 +126,8 @@ void load_optimizer_state(optim::Optimizer& optimizer, const std::string& path) 
 }
 
 void write_checkpoint_folder(const std::string& dir, const CheckpointContents& c) {
-  fs::create_directories(dir);
+  // Exactly this folder, made here: never one a run folder from elsewhere holds, which might be a link.
+  if (!fs::create_directory(dir)) throw IOError(cat(dir, ": exists already; a checkpoint is written into a new folder"));
   NoGradGuard no_grad;
   {
     nn::NamedTensors weights;  // float32 on disk, whatever the model computes in
@@ -138,13 +144,27 @@ void write_checkpoint_folder(const std::string& dir, const CheckpointContents& c
   fsync_path(dir);
 }
 
+// The durable order, each step on disk before the next relies on it (a power cut may lose any write
+// or directory entry not yet fsynced, docs/reliability.md "Power loss"):
+//   1. .checkpoints made (out fsynced), then step-N made, each file written to a .tmp, fsynced, renamed
+//      in, step-N fsynced after each rename (write_file_atomic);
+//   2. .checkpoints fsynced: step-N's own entry, before any link can point at it;
+//   3. the user-facing links out/<file> -> latest/<file> where missing or wrong, then out fsynced;
+//   4. `best` swapped, out fsynced; 5. `latest` swapped, out fsynced;
+//   6. only then the folders nothing points at are removed (a cut during removal leaves debris that the
+//      next publication removes, never a missing checkpoint).
+// Nothing is written or removed outside out: .checkpoints must be a real folder (RunLock refuses a link
+// there before the run starts; checked again here), step-N is created fresh, links are replaced rather
+// than followed, and removal takes a link in .checkpoints, not what it points at.
 void publish_checkpoint(const std::string& out, int64_t step, const CheckpointContents& contents, bool is_best) {
   const fs::path root(out), store = root / ".checkpoints";
-  fs::create_directories(store);
+  require_own_entry(store.string(), EntryKind::folder);
+  if (create_directories_durably(store.string())) fsync_path(root.string());
   // A fresh folder name: step-N, or step-N-k when step N was published before (the final checkpoint
-  // right after a validation one), so the folder `latest` points at is never written into.
+  // right after a validation one), so the folder `latest` points at is never written into. A name taken
+  // by anything, even a dangling link, is passed over.
   std::string name;
-  for (int k = 0; name.empty() || fs::exists(store / name); ++k) {
+  for (int k = 0; name.empty() || entry_exists(store / name); ++k) {
     char buf[48];
     std::snprintf(buf, sizeof buf, k ? "step-%09lld-%d" : "step-%09lld", static_cast<long long>(step), k);
     name = buf;
@@ -157,24 +177,33 @@ void publish_checkpoint(const std::string& out, int64_t step, const CheckpointCo
     throw;
   }
   fsync_path(store.string());  // the folder's own entry, before any link can point at it
-  // The user-facing names, out/<file> -> latest/<file>, made once and before `latest` first exists: made
-  // after it, a kill in between would leave a published run whose trainer.json --resume cannot find.
+  // The user-facing names, out/<file> -> latest/<file>, made (or put right) before `latest` first exists:
+  // made after it, a kill in between would leave a published run whose trainer.json --resume cannot find.
+  bool relinked = false;
   for (const char* file : kLinkedFiles) {
-    const fs::path link = root / file;
-    if (fs::exists(store / name / file) && !fs::is_symlink(link)) {
-      fs::remove(link, ignored);
-      fs::create_symlink(fs::path("latest") / file, link);
+    const fs::path link = root / file, wanted = fs::path("latest") / file;
+    std::error_code not_a_link;
+    if (fs::exists(store / name / file) && fs::read_symlink(link, not_a_link) != wanted) {
+      swap_symlink(link, wanted);
+      relinked = true;
     }
   }
-  // `best` before `latest`: a kill between the two leaves `best` ahead of `latest`, which a resume
-  // catches up with; the other order would leave `best` behind for good, though trainer.json says otherwise.
-  if (is_best) swap_symlink(root / "best", fs::path(".checkpoints") / name);
+  if (relinked) fsync_path(root.string());
+  // `best` before `latest`, each on disk before the next: a cut between the two leaves `best` ahead of
+  // `latest`, which a resume catches up with; the other order would leave `best` behind for good, though
+  // trainer.json says otherwise.
+  if (is_best) {
+    swap_symlink(root / "best", fs::path(".checkpoints") / name);
+    fsync_path(root.string());
+  }
   swap_symlink(root / "latest", fs::path(".checkpoints") / name);
   fsync_path(root.string());
 
   std::set<fs::path> live;  // folders a link points at; the rest (older or half-written ones) go
   for (const char* link : {"latest", "best"})
     if (fs::is_symlink(root / link)) live.insert(fs::read_symlink(root / link).filename());
+  // remove_all does not follow links: an entry that is a link, or a link inside an old folder, goes
+  // itself; what it points at, inside out or outside, stays.
   for (const auto& entry : fs::directory_iterator(store))
     if (!live.count(entry.path().filename())) fs::remove_all(entry.path(), ignored);
 }

@@ -1,5 +1,8 @@
 #include "train/data_parallel.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -254,7 +257,14 @@ void check_shared_directory(Communicator& comm, const std::string& dir) {
   if (comm.rank() == 0) {
     std::random_device random;
     probe = cat(".tapegrad-rank0-", std::hex, random(), random());
-    std::ofstream(fs::path(dir) / probe) << probe;
+    // A new file of a random name, never through a link (O_EXCL | O_NOFOLLOW): the run directory may come
+    // from elsewhere. A probe that cannot be written is seen by no rank, which the check below reports.
+    const std::string path = (fs::path(dir) / probe).string();
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      [[maybe_unused]] const bool written = ::write(fd, probe.data(), probe.size()) == static_cast<ssize_t>(probe.size());
+      ::close(fd);
+    }
     mine = cat(probe, "\n", fs::absolute(dir).lexically_normal().string());
   }
   const std::vector<std::string> from_0 = comm.allgather(mine);

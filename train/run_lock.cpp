@@ -2,14 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <string>
 
 #include "autograd/error.h"
+#include "train/atomic_file.h"
 
 namespace tapegrad {
 
@@ -27,12 +28,26 @@ std::string holder_pid(int fd) {
 }  // namespace
 
 RunLock::RunLock(const std::string& dir, const std::string& flag) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error) throw IOError(cat(flag, " ", dir, ": cannot create the directory: ", error.message()));
+  try {
+    create_directories_durably(dir);
+  } catch (const IOError& e) {
+    throw IOError(cat(flag, " ", dir, ": cannot create the directory: ", e.what()));
+  }
   const std::string path = dir + "/.lock";
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  require_own_entry(path, EntryKind::file);
+  require_own_entry(dir + "/.checkpoints", EntryKind::folder);
+  // O_NOFOLLOW: a link planted after the check above is refused all the same (ELOOP), and O_NONBLOCK keeps
+  // a FIFO planted there from blocking the open; fstat below refuses anything but a regular file.
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd_ < 0 && errno == ELOOP)
+    throw IOError(cat(path, ": is a symbolic link; tapegrad never writes through links in a run folder: remove it"));
   if (fd_ < 0) throw IOError(cat(path, ": cannot open the run's lock file: ", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw IOError(cat(path, ": is not a regular file, where tapegrad keeps its lock file: remove it"));
+  }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int saved = errno;
     const std::string pid = saved == EWOULDBLOCK ? holder_pid(fd_) : "";
