@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "autograd/error.h"
@@ -36,6 +37,14 @@ RunLock::RunLock(const std::string& dir, const std::string& flag) {
   const std::string path = dir + "/.lock";
   require_own_entry(path, EntryKind::file);
   require_own_entry(dir + "/.checkpoints", EntryKind::folder);
+  // `latest` and `best` are links that a publication swaps by rename: a folder or file there would stop the
+  // first publication only after the steps before it were trained, so it is refused now.
+  for (const char* link : {"/latest", "/best"}) {
+    std::error_code error;
+    const auto type = std::filesystem::symlink_status(dir + link, error).type();
+    if (type != std::filesystem::file_type::not_found && type != std::filesystem::file_type::symlink)
+      throw IOError(cat(dir, link, ": is not a link, where tapegrad keeps a link to a checkpoint: remove it"));
+  }
   // O_NOFOLLOW: a link planted after the check above is refused all the same (ELOOP), and O_NONBLOCK keeps
   // a FIFO planted there from blocking the open; fstat below refuses anything but a regular file.
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);

@@ -179,6 +179,13 @@ std::vector<LinkCase> link_cases() {
        ""},
       {"best.tmp links to a folder outside", "best.tmp", Command::overwrite,
        [](const Place& p) { p.link("best.tmp", p.canary_folder); }, ""},
+      {"latest is a folder, not a link", "latest", Command::resume,
+       [](const Place& p) {  // a copy of the checkpoint where the link was: refused before any step is trained
+         const fs::path target = fs::path(p.run) / fs::read_symlink(p.run + "/latest");
+         fs::remove(p.run + "/latest");
+         fs::copy(target, p.run + "/latest");
+       },
+       "is not a link, where tapegrad keeps a link to a checkpoint: remove it"},
   };
   // The rest of the names users open, as model.safetensors and trainer.json above.
   for (const char* name : {"config.json", "vocab.txt", "labels.txt", "optimizer.safetensors"})
