@@ -42,6 +42,13 @@ Tensor classify(nn::SequenceClassifier& model, const std::vector<std::vector<int
     start += B;
   }
   model.train(was_training);
+  if (const auto bad = std::find_if(logits.begin(), logits.end(), [](double v) { return !std::isfinite(v); });
+      bad != logits.end()) {  // the first in the caller's order, not the batches'
+    const int64_t at = bad - logits.begin(), sequence = at / K, class_index = at % K;
+    throw NonFiniteOutput(cat("the logits of sequence ", sequence + 1, " are not finite (class ", class_index, " is ",
+                              *bad, ")"),
+                          sequence, class_index, *bad);
+  }
   return tensor(logits, Shape{N, K}, dtype);
 }
 
@@ -53,13 +60,20 @@ Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& e
   Evaluation result;
   result.truncated = encoded.truncated;
   const int64_t K = static_cast<int64_t>(labels.size());
-  result.confusion.assign(K, std::vector<int64_t>(K, 0));
+  result.confusion = Confusion(K);
   result.count = static_cast<int64_t>(examples.size());
   if (result.count == 0) return result;
   if (K != model.options().num_classes)
     throw ValueError(cat("evaluate: ", K, " labels for a model of ", model.options().num_classes, " classes"));
 
-  const std::vector<double> logits = classify(model, encoded.sequences, max_tokens).to_vector();
+  std::vector<double> logits;
+  try {
+    logits = classify(model, encoded.sequences, max_tokens).to_vector();
+  } catch (const NonFiniteOutput& e) {  // in the examples' words
+    throw NonFiniteOutput(cat("evaluate: the logits of example ", e.sequence + 1, " (label '", examples[e.sequence].label,
+                              "') are not finite ('", labels[e.class_index], "' is ", e.value, ")"),
+                          e.sequence, e.class_index, e.value);
+  }
   double loss_sum = 0;
   int64_t correct = 0;
   for (int64_t i = 0; i < result.count; ++i) {
@@ -67,11 +81,21 @@ Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& e
     const int64_t predicted = std::max_element(z, z + K) - z;  // the first of tied maxima, as argmax
     double sum_exp = 0;
     for (int64_t k = 0; k < K; ++k) sum_exp += std::exp(z[k] - z[predicted]);
-    loss_sum += std::log(sum_exp) - (z[targets[i]] - z[predicted]);  // log sum_j exp(z_j) - z_target
+    const double loss = std::log(sum_exp) - (z[targets[i]] - z[predicted]);  // log sum_j exp(z_j) - z_target
+    // Finite logits can still be 1e308 apart (a float64 model with huge weights).
+    if (!std::isfinite(loss))
+      throw NonFiniteOutput(cat("evaluate: the loss of example ", i + 1, " (label '", examples[i].label,
+                                "') is not finite (", loss, ") from finite logits: the largest is ", z[predicted],
+                                " and the label's ", z[targets[i]]),
+                            i);
+    loss_sum += loss;
     correct += predicted == targets[i];
-    ++result.confusion[targets[i]][predicted];
+    result.confusion.add(targets[i], predicted);
   }
   result.loss = loss_sum / static_cast<double>(result.count);
+  if (!std::isfinite(result.loss))  // each loss finite, their sum beyond double
+    throw NonFiniteOutput(cat("evaluate: the mean loss is not finite (", result.loss, ") though each of the ",
+                              result.count, " examples' losses is"));
   result.accuracy = static_cast<double>(correct) / static_cast<double>(result.count);
   return result;
 }
