@@ -212,8 +212,8 @@ void check_header_padding(std::string_view text, size_t object_length, const std
     if (text[i] != ' ')
       throw IOError(cat(path, ": header has byte 0x", "0123456789abcdef"[(text[i] >> 4) & 0xf],
                         "0123456789abcdef"[text[i] & 0xf], " at byte ", 8 + i,
-                        " of the file, after its JSON object ends at byte ", 8 + object_length,
-                        " (only spaces, 0x20, may pad a header)"));
+                        " of the file, after its JSON object (bytes [8, ", 8 + object_length,
+                        ")); only spaces (0x20) may pad a header"));
 }
 
 void check_header_length(uint64_t N, uint64_t file_size, const std::string& path) {
