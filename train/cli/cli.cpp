@@ -438,7 +438,7 @@ void add_predict(CLI::App& app, PredictFlags& f) {
     check_texts(f.texts);
     LoadedModel loaded = load_model_for_outputs(f.checkpoint);
     const std::vector<std::string> texts = f.texts.empty() ? texts_from_stdin() : f.texts;
-    if (texts.empty()) throw ValueError("predict: no texts (give --text or lines on stdin)");
+    if (texts.empty()) throw ValueError("no texts (give --text or lines on stdin)");
     const bool cls = nn::prepends_cls(loaded.options);
     const int64_t context = loaded.options.context_length;
     std::vector<std::vector<int64_t>> sequences;
