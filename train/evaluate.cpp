@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "autograd/autograd.h"
 #include "train/batching.h"
+#include "train/checkpoint.h"
 #include "train/train_options.h"
 
 namespace tapegrad {
@@ -69,7 +71,14 @@ Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& e
   std::vector<double> logits;
   try {
     logits = classify(model, encoded.sequences, max_tokens).to_vector();
-  } catch (const NonFiniteOutput& e) {  // in the examples' words
+  } catch (const NonFiniteOutput& e) {
+    // Weights that are not finite themselves are for their owner to report, with more context than this
+    // function has: load_model refuses them (predict, eval), and train stops before publishing them,
+    // naming the step, the parameter and the checkpoint kept. Their evaluation is NaN, not a number.
+    if (!first_non_finite(model.named_parameters()).empty()) {
+      result.loss = result.accuracy = std::numeric_limits<double>::quiet_NaN();
+      return result;
+    }
     throw NonFiniteOutput(cat("evaluate: the logits of example ", e.sequence + 1, " (label '", examples[e.sequence].label,
                               "') are not finite ('", labels[e.class_index], "' is ", e.value, ")"),
                           e.sequence, e.class_index, e.value);

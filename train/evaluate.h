@@ -56,7 +56,10 @@ struct Evaluation {
 /// Loss, accuracy and confusion matrix of the model on the examples, through classify() with a budget
 /// of max_tokens per batch. The loss of each example, log sum_j exp(z_j) - z_target, is computed in
 /// double from its logits and summed in example order, so the result does not depend on the batching.
-/// A non-finite logit, example loss or mean loss is a NonFiniteOutput naming the example.
+/// A non-finite logit, example loss or mean loss is a NonFiniteOutput naming the example; except when the
+/// model's weights are themselves not finite (only training can make them so: load_model refuses them),
+/// where loss and accuracy are NaN and the caller's check of the weights says more (train names the step,
+/// the parameter and the checkpoint kept, and publishes nothing).
 Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& examples, const Vocab& vocab,
                     const std::vector<std::string>& labels, int64_t max_tokens);
 /// The same with the budget of `tapegrad train`'s default batch size.
