@@ -19,6 +19,22 @@ int64_t evaluation_tokens(int64_t train_batch_size, int64_t context_length) {
   return train_batch_size * context_length;
 }
 
+std::string overflow_cause(const nn::SequenceClassifier& model) {
+  double squares = 0, largest = 0;
+  std::string where;
+  DType dtype = DType::float32;
+  for (const auto& [name, w] : model.named_parameters()) {
+    dtype = w.dtype();
+    for (const double v : w.to_vector()) {
+      squares += v * v;
+      if (std::abs(v) > largest) largest = std::abs(v), where = name;
+    }
+  }
+  std::string cause = cat("from finite weights of norm ", std::sqrt(squares), " (largest |w| ", largest, " in '", where, "')");
+  if (model.options().temperature != 1.0) cause += cat(" and attention temperature ", model.options().temperature);
+  return cat(cause, ": the ", dtype_name(dtype), " forward overflows");
+}
+
 Tensor classify(nn::SequenceClassifier& model, const std::vector<std::vector<int64_t>>& sequences, int64_t max_tokens) {
   if (max_tokens <= 0) throw ValueError(cat("classify: max_tokens must be positive, got ", max_tokens));
   const int64_t N = static_cast<int64_t>(sequences.size()), K = model.options().num_classes;
@@ -48,7 +64,7 @@ Tensor classify(nn::SequenceClassifier& model, const std::vector<std::vector<int
       bad != logits.end()) {  // the first in the caller's order, not the batches'
     const int64_t at = bad - logits.begin(), sequence = at / K, class_index = at % K;
     throw NonFiniteOutput(cat("the logits of sequence ", sequence + 1, " are not finite (class ", class_index, " is ",
-                              *bad, ")"),
+                              *bad, ") ", overflow_cause(model)),
                           sequence, class_index, *bad);
   }
   return tensor(logits, Shape{N, K}, dtype);
@@ -80,7 +96,7 @@ Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& e
       return result;
     }
     throw NonFiniteOutput(cat("evaluate: the logits of example ", e.sequence + 1, " (label '", examples[e.sequence].label,
-                              "') are not finite ('", labels[e.class_index], "' is ", e.value, ")"),
+                              "') are not finite ('", labels[e.class_index], "' is ", e.value, ") ", overflow_cause(model)),
                           e.sequence, e.class_index, e.value);
   }
   double loss_sum = 0;
@@ -95,7 +111,7 @@ Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& e
     if (!std::isfinite(loss))
       throw NonFiniteOutput(cat("evaluate: the loss of example ", i + 1, " (label '", examples[i].label,
                                 "') is not finite (", loss, ") from finite logits: the largest is ", z[predicted],
-                                " and the label's ", z[targets[i]]),
+                                " and the label's ", z[targets[i]], " (", overflow_cause(model), ")"),
                             i);
     loss_sum += loss;
     correct += predicted == targets[i];
@@ -104,7 +120,7 @@ Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& e
   result.loss = loss_sum / static_cast<double>(result.count);
   if (!std::isfinite(result.loss))  // each loss finite, their sum beyond double
     throw NonFiniteOutput(cat("evaluate: the mean loss is not finite (", result.loss, ") though each of the ",
-                              result.count, " examples' losses is"));
+                              result.count, " examples' losses is (", overflow_cause(model), ")"));
   result.accuracy = static_cast<double>(correct) / static_cast<double>(result.count);
   return result;
 }

@@ -38,10 +38,16 @@ struct NonFiniteOutput : ValueError {
   double value;
 };
 
+/// Why a model with finite weights gives a non-finite output, as facts about it: "from finite weights of
+/// norm 3.2e+31 (largest |w| 1e+30 in 'embed.weight'): the float32 forward overflows", naming the attention
+/// temperature too when it is not 1 (the scores are divided by it).
+std::string overflow_cause(const nn::SequenceClassifier& model);
+
 /// Logits of every sequence, in the order given, in eval mode under NoGradGuard (the model's mode is
 /// restored after), in batches of at most max_tokens padded tokens (at least one sequence each). A
 /// sequence's logits do not depend on the batch it lands in: padding is masked out of attention and pooling.
-/// A NaN or infinite logit is a NonFiniteOutput naming the first such sequence (in the order given).
+/// A NaN or infinite logit is a NonFiniteOutput naming the first such sequence (in the order given) and
+/// the overflow_cause().
 // sequences: N non-empty id lists -> logits: (N, K) in the model's dtype
 Tensor classify(nn::SequenceClassifier& model, const std::vector<std::vector<int64_t>>& sequences, int64_t max_tokens);
 

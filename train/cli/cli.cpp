@@ -294,31 +294,20 @@ LoadedModel load_model_for_outputs(const std::string& dir) {
   return loaded;
 }
 
-/// Why finite weights can give a non-finite output, as facts about this checkpoint: the weights' norm and
-/// largest magnitude (where the forward overflows), and the attention temperature when it is not 1.
-std::string non_finite_cause(const LoadedModel& loaded) {
-  double squares = 0, largest = 0;
-  std::string where;
-  for (const auto& [name, w] : loaded.model->named_parameters())
-    for (const double v : w.to_vector()) {
-      squares += v * v;
-      if (std::abs(v) > largest) largest = std::abs(v), where = name;
-    }
-  std::string cause = cat("from finite weights of norm ", std::sqrt(squares), " (largest |w| ", largest, " in '", where, "')");
-  if (loaded.options.temperature != 1.0) cause += cat(" and config.json temperature ", loaded.options.temperature);
-  return cat(cause, ": the ", dtype_name(model_dtype(loaded)), " forward overflows");
-}
-
 /// A NonFiniteOutput of classify or evaluate as the one line eval and predict give: the checkpoint, which
 /// output of which text or example, and the cause.
 [[noreturn]] void refuse_non_finite(const NonFiniteOutput& e, const std::string& checkpoint, const LoadedModel& loaded,
                                     const std::string& item) {
+  std::string cause = overflow_cause(*loaded.model);
+  const std::string temperature = "attention temperature ";
+  if (const size_t at = cause.find(temperature); at != std::string::npos)
+    cause.replace(at, temperature.size(), "config.json temperature ");  // where the user can change it
   if (e.sequence >= 0 && e.class_index >= 0)
     throw ValueError(cat(checkpoint, ": the logits of ", item, " ", e.sequence + 1, " are not finite ('",
-                         loaded.labels[e.class_index], "' is ", e.value, ") ", non_finite_cause(loaded)));
+                         loaded.labels[e.class_index], "' is ", e.value, ") ", cause));
   std::string what = e.what();
   if (what.starts_with("evaluate: ")) what.erase(0, 10);
-  throw ValueError(cat(checkpoint, ": ", what, "; ", non_finite_cause(loaded)));
+  throw ValueError(cat(checkpoint, ": ", what));
 }
 
 /// predict's stdin: all of it (to the TSV data limit, so a pipe that never ends is refused rather than
