@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
 
 #include "autograd/error.h"
 #include "train/atomic_file.h"
@@ -51,12 +54,47 @@ int64_t attention_heads(const Tensor& weights, size_t layer, int64_t tokens) {
 
 }  // namespace
 
+int64_t attention_map_token_limit(int64_t panels) {
+  if (panels <= 0) return kAttentionMapCells;
+  int64_t tokens = static_cast<int64_t>(std::sqrt(static_cast<double>(kAttentionMapCells / panels)));
+  while (tokens * tokens * panels > kAttentionMapCells) --tokens;  // sqrt rounded up
+  while ((tokens + 1) * (tokens + 1) * panels <= kAttentionMapCells) ++tokens;  // or down too far
+  return tokens;
+}
+
+void check_attention_map_path(const std::string& path) {
+  if (path.size() < 4 || path.compare(path.size() - 4, 4, ".svg") != 0)
+    throw IOError(cat(path, ": does not end in .svg (the attention map is an SVG picture)"));
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (status.type() == std::filesystem::file_type::not_found) return;
+  if (ec) throw IOError(cat(path, ": cannot check what is there: ", ec.message()));
+  if (status.type() == std::filesystem::file_type::directory) throw IOError(cat(path, ": is a directory, not a file"));
+  if (status.type() != std::filesystem::file_type::regular)
+    throw IOError(cat(path, ": is not a regular file; refusing to write an attention map over it"));
+  // The header's numbers vary; the root element, then the mark, within the first kilobyte.
+  std::ifstream in(path, std::ios::binary);
+  std::string head(1024, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  const std::string header = svg::header(1, 1);
+  const std::string root = header.substr(0, header.find(' '));  // "<svg"
+  if (!head.starts_with(root) || head.find(kAttentionMapMark) == std::string::npos)
+    throw IOError(cat(path, ": exists and is not an attention map tapegrad wrote; refusing to overwrite it "
+                            "(remove it or choose another path)"));
+}
+
 void write_attention_svg(const std::string& path, const std::vector<std::string>& tokens,
                          const std::vector<Tensor>& weights, const std::string& title) {
+  check_attention_map_path(path);
   const auto T = static_cast<int64_t>(tokens.size());
   std::vector<int64_t> heads;
   for (size_t l = 0; l < weights.size(); ++l) heads.push_back(attention_heads(weights[l], l, T));
   const int64_t columns = heads.empty() ? 0 : *std::max_element(heads.begin(), heads.end());
+  const int64_t panels = std::accumulate(heads.begin(), heads.end(), int64_t{0});
+  if (const int64_t limit = attention_map_token_limit(panels); T > limit)
+    throw ValueError(cat("write_attention_svg: ", T, " tokens is more than the ", limit, " an attention map of ",
+                         panels, " heatmaps draws (", kAttentionMapCells, " cells at most)"));
 
   // Cell and font sizes: a panel is about 360 px wide, cells 3..24 px; labels that would overlap at
   // this font size are thinned to every `stride`-th token.
@@ -87,6 +125,7 @@ void write_attention_svg(const std::string& path, const std::vector<std::string>
       std::max(kTop + static_cast<double>(weights.size()) * row_height, kTop + 20 + bar_height + 20) + kMargin;
 
   std::string out = svg::header(width, height);
+  out += cat(kAttentionMapMark, "\n");
   text(out, width / 2, 28, title, "font-size=\"18\" font-weight=\"bold\" text-anchor=\"middle\" fill=\"#111111\"");
   text(out, width / 2, 48, "rows: query tokens (who attends)  \u00b7  columns: key tokens (attended to)",
        "font-size=\"12\" text-anchor=\"middle\" fill=\"#666666\"");

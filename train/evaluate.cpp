@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "autograd/autograd.h"
 #include "train/batching.h"
+#include "train/checkpoint.h"
 #include "train/train_options.h"
 
 namespace tapegrad {
@@ -15,6 +17,22 @@ int64_t evaluation_tokens(int64_t train_batch_size, int64_t context_length) {
     throw ValueError(cat("evaluation_tokens: batch size ", train_batch_size, " and context length ", context_length,
                          " must be positive"));
   return train_batch_size * context_length;
+}
+
+std::string overflow_cause(const nn::SequenceClassifier& model) {
+  double squares = 0, largest = 0;
+  std::string where;
+  DType dtype = DType::float32;
+  for (const auto& [name, w] : model.named_parameters()) {
+    dtype = w.dtype();
+    for (const double v : w.to_vector()) {
+      squares += v * v;
+      if (std::abs(v) > largest) largest = std::abs(v), where = name;
+    }
+  }
+  std::string cause = cat("from finite weights of norm ", std::sqrt(squares), " (largest |w| ", largest, " in '", where, "')");
+  if (model.options().temperature != 1.0) cause += cat(" and attention temperature ", model.options().temperature);
+  return cat(cause, ": the ", dtype_name(dtype), " forward overflows");
 }
 
 Tensor classify(nn::SequenceClassifier& model, const std::vector<std::vector<int64_t>>& sequences, int64_t max_tokens) {
@@ -42,6 +60,13 @@ Tensor classify(nn::SequenceClassifier& model, const std::vector<std::vector<int
     start += B;
   }
   model.train(was_training);
+  if (const auto bad = std::find_if(logits.begin(), logits.end(), [](double v) { return !std::isfinite(v); });
+      bad != logits.end()) {  // the first in the caller's order, not the batches'
+    const int64_t at = bad - logits.begin(), sequence = at / K, class_index = at % K;
+    throw NonFiniteOutput(cat("the logits of sequence ", sequence + 1, " are not finite (class ", class_index, " is ",
+                              *bad, ") ", overflow_cause(model)),
+                          sequence, class_index, *bad);
+  }
   return tensor(logits, Shape{N, K}, dtype);
 }
 
@@ -53,13 +78,27 @@ Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& e
   Evaluation result;
   result.truncated = encoded.truncated;
   const int64_t K = static_cast<int64_t>(labels.size());
-  result.confusion.assign(K, std::vector<int64_t>(K, 0));
+  result.confusion = Confusion(K);
   result.count = static_cast<int64_t>(examples.size());
   if (result.count == 0) return result;
   if (K != model.options().num_classes)
     throw ValueError(cat("evaluate: ", K, " labels for a model of ", model.options().num_classes, " classes"));
 
-  const std::vector<double> logits = classify(model, encoded.sequences, max_tokens).to_vector();
+  std::vector<double> logits;
+  try {
+    logits = classify(model, encoded.sequences, max_tokens).to_vector();
+  } catch (const NonFiniteOutput& e) {
+    // Weights that are not finite themselves are for their owner to report, with more context than this
+    // function has: load_model refuses them (predict, eval), and train stops before publishing them,
+    // naming the step, the parameter and the checkpoint kept. Their evaluation is NaN, not a number.
+    if (!first_non_finite(model.named_parameters()).empty()) {
+      result.loss = result.accuracy = std::numeric_limits<double>::quiet_NaN();
+      return result;
+    }
+    throw NonFiniteOutput(cat("evaluate: the logits of example ", e.sequence + 1, " (label '", examples[e.sequence].label,
+                              "') are not finite ('", labels[e.class_index], "' is ", e.value, ") ", overflow_cause(model)),
+                          e.sequence, e.class_index, e.value);
+  }
   double loss_sum = 0;
   int64_t correct = 0;
   for (int64_t i = 0; i < result.count; ++i) {
@@ -67,11 +106,21 @@ Evaluation evaluate(nn::SequenceClassifier& model, const std::vector<Example>& e
     const int64_t predicted = std::max_element(z, z + K) - z;  // the first of tied maxima, as argmax
     double sum_exp = 0;
     for (int64_t k = 0; k < K; ++k) sum_exp += std::exp(z[k] - z[predicted]);
-    loss_sum += std::log(sum_exp) - (z[targets[i]] - z[predicted]);  // log sum_j exp(z_j) - z_target
+    const double loss = std::log(sum_exp) - (z[targets[i]] - z[predicted]);  // log sum_j exp(z_j) - z_target
+    // Finite logits can still be 1e308 apart (a float64 model with huge weights).
+    if (!std::isfinite(loss))
+      throw NonFiniteOutput(cat("evaluate: the loss of example ", i + 1, " (label '", examples[i].label,
+                                "') is not finite (", loss, ") from finite logits: the largest is ", z[predicted],
+                                " and the label's ", z[targets[i]], " (", overflow_cause(model), ")"),
+                            i);
+    loss_sum += loss;
     correct += predicted == targets[i];
-    ++result.confusion[targets[i]][predicted];
+    result.confusion.add(targets[i], predicted);
   }
   result.loss = loss_sum / static_cast<double>(result.count);
+  if (!std::isfinite(result.loss))  // each loss finite, their sum beyond double
+    throw NonFiniteOutput(cat("evaluate: the mean loss is not finite (", result.loss, ") though each of the ",
+                              result.count, " examples' losses is (", overflow_cause(model), ")"));
   result.accuracy = static_cast<double>(correct) / static_cast<double>(result.count);
   return result;
 }

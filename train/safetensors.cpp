@@ -182,6 +182,40 @@ uint64_t header_length(const char* first8) {
   return N;
 }
 
+/// The length of the JSON object the header starts with: up to the '}' that closes its first '{',
+/// counting brackets outside strings; the whole header when they never close (the parser then says
+/// what is wrong). Only a valid object is ever used this way: the parser checks the bytes it spans.
+size_t header_object_length(std::string_view text) {
+  int64_t depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // an escaped character, '"' included
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return text.size();
+}
+
+/// The bytes of the header after its JSON object may only be spaces: "The header data MAY be trailing
+/// padded with whitespace (0x20)" (the format section of huggingface/safetensors' README.md). A second
+/// object, a newline or any other byte would be data that the parser never reads but another reader might.
+void check_header_padding(std::string_view text, size_t object_length, const std::string& path) {
+  for (size_t i = object_length; i < text.size(); ++i)
+    if (text[i] != ' ')
+      throw IOError(cat(path, ": header has byte 0x", "0123456789abcdef"[(text[i] >> 4) & 0xf],
+                        "0123456789abcdef"[text[i] & 0xf], " at byte ", 8 + i,
+                        " of the file, after its JSON object (bytes [8, ", 8 + object_length,
+                        ")); only spaces (0x20) may pad a header"));
+}
+
 void check_header_length(uint64_t N, uint64_t file_size, const std::string& path) {
   if (N > file_size - 8)
     throw IOError(cat(path, ": header length ", N, " runs past the end of the ", file_size, "-byte file"));
@@ -258,15 +292,21 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
   // nlohmann checks UTF-8 inside strings too, but this names the byte, and covers bytes outside strings.
   if (const size_t bad = find_invalid_utf8(text); bad != text.size())
     throw IOError(cat(path, ": header is not valid UTF-8 at byte ", 8 + bad, " of the file"));
+  // nlohmann's lexer reads a NUL byte as the end of its input, so `{...}\0{"hidden": ...}` would parse as
+  // its first object alone. JSON has no raw NUL (inside a string it is \u0000), so no header holds one.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    throw IOError(cat(path, ": header has a NUL byte at byte ", 8 + nul, " of the file (a header is JSON text)"));
   const uint64_t buffer_size = file_size - 8 - N;
   const std::string_view buffer = bytes.substr(8 + N);
 
+  const std::string_view object = text.substr(0, header_object_length(text));
   Json header;
   try {
-    header = Json::parse(text, HeaderGuard(path));
+    header = Json::parse(object, HeaderGuard(path));
   } catch (const nlohmann::json::exception& e) {  // invalid JSON, a number out of range, ...
     throw IOError(cat(path, ": header is not valid JSON: ", e.what()));
   }
+  check_header_padding(text, object.size(), path);
   if (!header.is_object()) throw IOError(cat(path, ": header is a JSON ", header.type_name(), ", not an object"));
 
   SafetensorsFile file;

@@ -110,3 +110,58 @@ TEST_CASE("train: attention map unwritable paths are IOErrors naming the path") 
   CHECK_THROWS_AS(write_attention_svg(missing, {"a"}, {ones({1, 1, 1})}, "t"), IOError);
   CHECK_THROWS_WITH(write_attention_svg(missing, {"a"}, {ones({1, 1, 1})}, "t"), Contains(missing));
 }
+
+TEST_CASE("train: attention map replaces only an attention map it wrote, at a path ending in .svg") {
+  TempDir dir("tapegrad_test_svg");
+  const std::vector<std::string> tokens = {"a", "b"};
+  const Tensor w = random_attention(2, 2, 3);
+  const std::string map = dir / "attention.svg";
+  check_attention_map_path(map);  // nothing there yet
+  write_attention_svg(map, tokens, {w}, "first");
+  CHECK_THAT(read_file(map), Contains(kAttentionMapMark));
+  write_attention_svg(map, tokens, {w}, "second");  // its own map: replaced
+  CHECK_THAT(read_file(map), Contains("second"));
+
+  // Each refused path keeps its bytes: a checkpoint's files, an SVG someone else wrote (curves.svg too),
+  // an empty file, a directory.
+  const std::string curves =
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"10\" height=\"10\">\n</svg>\n";
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {dir.file("model.safetensors", std::string("\x08\0\0\0\0\0\0\0{}      ", 16)), "does not end in .svg"},
+      {dir.file("config.json", "{}"), "does not end in .svg"},
+      {dir.file("attention.SVG.bak", "x"), "does not end in .svg"},
+      {dir.file("curves.svg", curves), "exists and is not an attention map tapegrad wrote"},
+      {dir.file("empty.svg", ""), "exists and is not an attention map tapegrad wrote"},
+      {dir.file("notes.svg", std::string("<!-- ") + kAttentionMapMark + " -->"), "is not an attention map"},
+  };
+  for (const auto& [path, problem] : refused) {
+    INFO(path);
+    const std::string before = read_file(path);
+    CHECK_THROWS_WITH(check_attention_map_path(path), Contains(path) && Contains(problem));
+    CHECK_THROWS_AS(write_attention_svg(path, tokens, {w}, "t"), IOError);
+    CHECK(read_file(path) == before);
+  }
+  fs::create_directory(dir / "folder.svg");
+  CHECK_THROWS_WITH(check_attention_map_path(dir / "folder.svg"), Contains("is a directory"));
+}
+
+TEST_CASE("train: attention map size is bounded: more tokens than the limit for its heatmaps is refused") {
+  // floor(sqrt(2^20 / panels)): the largest T with panels x T² <= 2^20 cells.
+  for (const auto& [panels, tokens] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1024}, {2, 724}, {3, 591}, {4, 512}, {16, 256}, {1000, 32}, {int64_t{1} << 20, 1}, {int64_t{1} << 21, 0}}) {
+    INFO(panels << " panels");
+    const int64_t limit = attention_map_token_limit(panels);
+    CHECK(limit == tokens);
+    CHECK(panels * limit * limit <= kAttentionMapCells);
+    CHECK(panels * (limit + 1) * (limit + 1) > kAttentionMapCells);
+  }
+  TempDir dir("tapegrad_test_svg");
+  const std::string path = dir / "long.svg";
+  const auto tokens_of = [](int64_t n) { return std::vector<std::string>(static_cast<size_t>(n), "t"); };
+  // 16 heatmaps of 257 tokens: one over the limit of 256; 256 is drawn.
+  CHECK_THROWS_WITH(write_attention_svg(path, tokens_of(257), {zeros({16, 257, 257})}, "t"),
+                    Contains("257 tokens is more than the 256 an attention map of 16 heatmaps draws"));
+  CHECK_FALSE(fs::exists(path));
+  write_attention_svg(path, tokens_of(256), {zeros({8, 256, 256}), zeros({8, 256, 256})}, "t");
+  CHECK(cells_per_panel(read_file(path)) == std::vector<size_t>(16, 256 * 256));
+}

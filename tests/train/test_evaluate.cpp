@@ -4,6 +4,7 @@
 // over positions) groups the same non-zero terms differently when the length differs, so a logit can move
 // by an ulp or two; predictions and counts are exact.
 #include <catch2/catch.hpp>
+#include <limits>
 
 #include "autograd/autograd.h"
 #include "train/batching.h"
@@ -91,4 +92,86 @@ TEST_CASE("train: evaluation records nothing on the tape and restores the model'
   CHECK_THROWS_AS(classify(*f.model, {{3, 4}}, 0), ValueError);
   CHECK(evaluation_tokens(32, 20) == 640);
   CHECK_THROWS_AS(evaluation_tokens(0, 20), ValueError);
+}
+
+TEST_CASE("train: classify and evaluate refuse logits and losses that are not finite, naming the example") {
+  Fixture f("mean");
+  const std::vector<Example> examples(f.examples.begin(), f.examples.begin() + 6);
+  const auto set_head_bias = [&](std::vector<double> bias) {
+    NoGradGuard no_grad;
+    for (auto& [name, p] : f.model->named_parameters())
+      if (name == "head.bias") p.copy_(tensor(bias, Shape{static_cast<int64_t>(bias.size())}, p.dtype()));
+  };
+  const int64_t K = f.model->options().num_classes;
+  REQUIRE(K >= 2);
+
+  SECTION("finite float32 weights whose forward overflows: classify and evaluate name the first sequence") {
+    NoGradGuard no_grad;
+    for (auto& [name, p] : f.model->named_parameters())
+      if (name == "head.weight") p.copy_(full(p.shape(), 3e38, p.dtype()));
+    try {
+      classify(*f.model, {{3, 4}, {5}}, 100);
+      FAIL("classify returned non-finite logits");
+    } catch (const NonFiniteOutput& e) {
+      CHECK((e.sequence >= 0 && e.sequence < 2 && e.class_index >= 0 && e.class_index < K));
+      CHECK(!std::isfinite(e.value));
+      CHECK_THAT(e.what(), Catch::Contains(cat("the logits of sequence ", e.sequence + 1, " are not finite")));
+    }
+    try {
+      evaluate(*f.model, examples, f.vocab, f.labels, 100);
+      FAIL("evaluate returned a result from non-finite logits");
+    } catch (const NonFiniteOutput& e) {
+      REQUIRE((e.sequence >= 0 && e.sequence < static_cast<int64_t>(examples.size())));
+      CHECK_THAT(e.what(), Catch::Contains(cat("the logits of example ", e.sequence + 1, " (label '",
+                                               examples[e.sequence].label, "') are not finite ('")));
+    }
+  }
+  SECTION("weights that are not finite themselves: NaN, for the owner of the weights to report") {
+    for (const double bad : {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+      INFO("bias " << bad);
+      std::vector<double> bias(static_cast<size_t>(K), 0.0);
+      bias[1] = bad;
+      set_head_bias(bias);
+      CHECK_THROWS_AS(classify(*f.model, {{3, 4}, {5}}, 100), NonFiniteOutput);
+      const Evaluation e = evaluate(*f.model, examples, f.vocab, f.labels, 100);
+      CHECK(std::isnan(e.loss));
+      CHECK(std::isnan(e.accuracy));
+      CHECK(e.confusion.cells().empty());
+    }
+  }
+  SECTION("finite logits 1e308 apart: one example's loss overflows (float64)") {
+    f.model->to(DType::float64);
+    std::vector<double> bias(static_cast<size_t>(K), -1e308);
+    bias[0] = 1e308;
+    set_head_bias(bias);
+    size_t first_not_0 = 0;
+    while (f.labels[0] == examples[first_not_0].label) ++first_not_0;
+    CHECK_THROWS_AS(evaluate(*f.model, examples, f.vocab, f.labels, 100), NonFiniteOutput);
+    CHECK_THROWS_WITH(evaluate(*f.model, examples, f.vocab, f.labels, 100),
+                      Catch::Contains(cat("the loss of example ", first_not_0 + 1)) &&
+                          Catch::Contains("is not finite (inf) from finite logits"));
+  }
+  SECTION("each loss finite, their sum beyond double: the mean loss") {
+    f.model->to(DType::float64);
+    std::vector<double> bias(static_cast<size_t>(K), -0.6e308);
+    bias[0] = 0.6e308;
+    set_head_bias(bias);
+    CHECK_THROWS_AS(evaluate(*f.model, f.examples, f.vocab, f.labels, 100), NonFiniteOutput);
+    CHECK_THROWS_WITH(evaluate(*f.model, f.examples, f.vocab, f.labels, 100),
+                      Catch::Contains("the mean loss is not finite"));
+  }
+}
+
+TEST_CASE("train: evaluation's confusion is sparse and agrees with the accuracy") {
+  Fixture f("mean");
+  const Evaluation e = evaluate(*f.model, f.examples, f.vocab, f.labels, 640);
+  REQUIRE(e.confusion.classes() == static_cast<int64_t>(f.labels.size()));
+  int64_t total = 0, correct = 0;
+  for (const auto& [cell, n] : e.confusion.cells()) {
+    CHECK(n > 0);  // only pairs that occur are kept
+    total += n;
+    if (cell.first == cell.second) correct += n;
+  }
+  CHECK(total == e.count);
+  CHECK(static_cast<double>(correct) / static_cast<double>(total) == e.accuracy);
 }

@@ -449,21 +449,27 @@ TEST_CASE("faults: a second trainer on the same --out is refused before it touch
   CHECK(resumed.exit_code == 0);
 }
 
-TEST_CASE("faults: a non-finite loss stops training with the step and the last good checkpoint kept") {
-  TempDir dir("tapegrad_test_faults");
-  const std::string out = dir / "run";
-  std::vector<std::string> args = train_args(out, 50, 1);
-  for (const char* flag : {"--optimizer", "adam", "--lr", "1e30"}) args.push_back(flag);
-  const Result r = run_cli(dir, joined(args));
-  require_stopped_with(r, "training diverged at step ");
-  std::smatch match;
-  const std::string line = lines_of(r.err).back();
-  REQUIRE(std::regex_search(line, match, std::regex("at step ([0-9]+) \\(loss (-?nan|-?inf)\\): stopped; the last good "
-                                                    "checkpoint \\(step ([0-9]+)\\) is kept in (.*); lower --lr")));
-  CHECK(std::stoll(match[3]) == std::stoll(match[1]) - 1);
-  CHECK(match[4] == out);
-  CHECK(saved_step(out) == std::stoll(match[3]));
-  require_predicts(dir, out);
+TEST_CASE("faults: a non-finite loss or validation output stops training, and nothing it made is published") {
+  // Adam at --lr 1e30: the first update makes the weights about 1e30, finite, but a forward through them
+  // overflows float32. Validating every step, step 1's validation finds its logits not finite and stops the
+  // run before that checkpoint is published (predict would refuse it: its outputs are NaN); validating
+  // every 10 steps, the loss of step 2 is the first to see those weights.
+  for (const int64_t eval_every : {1, 10}) {
+    INFO("--eval-every " << eval_every);
+    TempDir dir("tapegrad_test_faults");
+    const std::string out = dir / "run";
+    std::vector<std::string> args = train_args(out, 50, eval_every);
+    for (const char* flag : {"--optimizer", "adam", "--lr", "1e30"}) args.push_back(flag);
+    const Result r = run_cli(dir, joined(args));
+    if (eval_every == 1) {
+      require_stopped_with(r, "evaluate: the logits of example ");
+      CHECK_THAT(r.err, Catch::Contains("are not finite") && Catch::Contains("the float32 forward overflows"));
+    } else {
+      require_stopped_with(r, "training diverged at step 2 (loss ");
+      CHECK_THAT(r.err, Catch::Contains("): stopped; no checkpoint was saved in " + out + "; lower --lr"));
+    }
+    CHECK(!fs::exists(out + "/latest"));
+  }
 }
 
 TEST_CASE("faults: weights that became non-finite are never published") {

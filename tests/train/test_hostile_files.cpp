@@ -251,7 +251,34 @@ TEST_CASE("hostile files: safetensors headers and buffers") {
          "tensor name \"a\\nb\" contains a control character"),
       st("empty tensor name", safetensors(R"({"":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", kEight),
          "a tensor has an empty name"),
+      // The header is one JSON object padded only with spaces: nothing the parser skips may follow it.
+      st("header NUL then a hidden object",
+         safetensors("{" + kF32x2 + "}" + std::string(1, '\0') + R"({"hidden":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})", kEight),
+         "header has a NUL byte at byte 62 of the file"),
+      st("header padded with NUL bytes", safetensors("{" + kF32x2 + "}" + std::string(3, '\0'), kEight),
+         "header has a NUL byte at byte 62"),
+      st("header followed by a second object", safetensors("{" + kF32x2 + "} {}", kEight),
+         "header has byte 0x7b at byte 63 of the file, after its JSON object (bytes [8, 62))"),
+      st("header padded with a newline", safetensors("{" + kF32x2 + "}\n  ", kEight),
+         "header has byte 0x0a at byte 62 of the file"),
+      st("header padded with a tab", safetensors("{" + kF32x2 + "}  \t", kEight), "header has byte 0x09 at byte 64"),
+      st("header followed by garbage", safetensors("{" + kF32x2 + "}garbage", kEight),
+         "header has byte 0x67 at byte 62 of the file, after its JSON object (bytes [8, 62)); only spaces (0x20) may pad"),
+      st("header object with a brace in a name and trailing bytes",
+         safetensors(R"({"x}\"{":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}x)", kEight), "header has byte 0x78 at byte 66"),
   });
+}
+
+TEST_CASE("hostile files: a safetensors header padded with spaces is read, as the format allows") {
+  TempDir dir("tapegrad_test_hostile");
+  const std::string header = R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":{"a":"}"}})";
+  for (const size_t spaces : {0, 1, 7, 100}) {
+    INFO(spaces << " spaces");
+    const SafetensorsFile file =
+        parse_safetensors(safetensors(header + std::string(spaces, ' '), kEight), dir / "model.safetensors");
+    CHECK(file.tensors.size() == 1);
+    CHECK(file.metadata.at("a") == "}");
+  }
 }
 
 TEST_CASE("hostile files: model.safetensors that does not fit config.json") {
@@ -375,6 +402,11 @@ TEST_CASE("hostile files: vocab.txt and labels.txt") {
       labels("labels invalid UTF-8", "n\xc0g\npos\n", ":1: invalid UTF-8 at byte 2"),
       labels("labels NUL byte", std::string("neg\npo\0s\n", 9), ":2: NUL byte at byte 3"),
       labels("labels surrounding whitespace", "neg\n pos\n", ":2: label ' pos' has leading or trailing whitespace"),
+      vocab("vocab CR-only line ends", "<pad>\r<unk>\r<cls>\ra\r",
+            "vocab.txt:1: carriage return without a line feed at byte 6 of the line: CR-only line endings"),
+      labels("labels CR-only line ends", "neg\rpos\r", "labels.txt:1: carriage return without a line feed at byte 4"),
+      labels("labels CR-only after a BOM", "\xef\xbb\xbfneg\rpos", "labels.txt:1: carriage return without a line feed at byte 4"),
+      labels("labels CR inside a label", "neg\npo\rs\r\n", "labels.txt:2: carriage return without a line feed at byte 3"),
   });
 }
 
@@ -383,6 +415,9 @@ TEST_CASE("hostile files: BOM and CRLF in vocab.txt and labels.txt are accepted,
   const Vocab vocab = Vocab::load(dir.file("vocab.txt", "\xef\xbb\xbf<pad>\r\n<unk>\r\n<cls>\r\nfilm\r\n"));
   CHECK(vocab.tokens() == std::vector<std::string>{"<pad>", "<unk>", "<cls>", "film"});
   CHECK(read_labels(dir.file("labels.txt", "\xef\xbb\xbfneg\r\npos")) == std::vector<std::string>{"neg", "pos"});
+  // A CRLF file whose last LF was lost ends in a lone CR: still CRLF, not a CR-only file.
+  CHECK(read_labels(dir.file("labels.txt", "neg\r\npos\r")) == std::vector<std::string>{"neg", "pos"});
+  CHECK(parse_tsv("pos\tgood film\r\nneg\tbad film\r", "data.tsv").examples.size() == 2);
 }
 
 TEST_CASE("hostile files: TSV data, special files and size limits") {
@@ -414,6 +449,11 @@ TEST_CASE("hostile files: TSV data, special files and size limits") {
       tsv("TSV invalid UTF-8", "pos\tgood \xed\xa0\x80 film\n", "data.tsv:1: invalid UTF-8 at byte 10"),
       tsv("TSV empty label", "\tgood film\n", "data.tsv:1: empty label"),
       tsv("TSV empty text", "pos\t  \n", "data.tsv:1: empty text"),
+      tsv("TSV CR-only line ends", "pos\tgood film\rneg\tbad film\r",
+          "data.tsv:1: carriage return without a line feed at byte 14 of the line: CR-only line endings (classic Mac OS)"),
+      tsv("TSV CR-only line ends after LF lines", "pos\tgood film\nneg\tbad\rpos\tfine\r",
+          "data.tsv:2: carriage return without a line feed at byte 8"),
+      tsv("TSV stray CR inside a text", "pos\tgood\rfilm\r\n", "data.tsv:1: carriage return without a line feed at byte 9"),
       Case{"missing file", "nowhere.tsv", [](const std::string&) {},
            [](const std::string& folder) { read_tsv(folder + "/nowhere.tsv"); },
            "cannot open: No such file or directory"},

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -18,8 +19,10 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
+#include "train/read_file.h"
 #include "train/run_state.h"
 #include "train/mpi/launch.h"
+#include "train/text_lines.h"
 #include "train/trainer.h"
 #include "train/tsv.h"
 
@@ -271,6 +274,77 @@ int64_t evaluation_tokens_for(const std::string& dir, const LoadedModel& loaded)
   return evaluation_tokens(saved ? saved->batch_size : TrainOptions().batch_size, loaded.options.context_length);
 }
 
+// ---- eval and predict: outputs that cannot be trusted are errors ----
+
+/// The largest finite value of a float dtype.
+double largest_finite(DType dtype) {
+  return dtype == DType::float64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
+}
+
+DType model_dtype(const LoadedModel& loaded) {
+  const nn::NamedTensors parameters = loaded.model->named_parameters();
+  return parameters.empty() ? DType::float32 : parameters.front().second.dtype();
+}
+
+/// load_model, and config.json refused up front when it cannot give finite outputs whatever the text:
+/// the attention multiplies its queries by 1/temperature (nn/attention.cpp), and a temperature whose
+/// reciprocal overflows the weights' dtype makes every attention score infinite (1e-300 in a float32 model).
+LoadedModel load_model_for_outputs(const std::string& dir) {
+  LoadedModel loaded = load_model(dir);
+  const DType dtype = model_dtype(loaded);
+  const double t = loaded.options.temperature;
+  if (1.0 / t > largest_finite(dtype))
+    throw IOError(cat(dir, "/config.json: temperature = ", t, " is so small that 1/temperature overflows ",
+                      dtype_name(dtype), ": every attention score would be infinite and every output NaN"));
+  return loaded;
+}
+
+/// A NonFiniteOutput of classify or evaluate as the one line eval and predict give: the checkpoint, which
+/// output of which text or example, and the cause.
+[[noreturn]] void refuse_non_finite(const NonFiniteOutput& e, const std::string& checkpoint, const LoadedModel& loaded,
+                                    const std::string& item) {
+  std::string cause = overflow_cause(*loaded.model);
+  const std::string temperature = "attention temperature ";
+  if (const size_t at = cause.find(temperature); at != std::string::npos)
+    cause.replace(at, temperature.size(), "config.json temperature ");  // where the user can change it
+  if (e.sequence >= 0 && e.class_index >= 0)
+    throw ValueError(cat(checkpoint, ": the logits of ", item, " ", e.sequence + 1, " are not finite ('",
+                         loaded.labels[e.class_index], "' is ", e.value, ") ", cause));
+  std::string what = e.what();
+  if (what.starts_with("evaluate: ")) what.erase(0, 10);
+  throw ValueError(cat(checkpoint, ": ", what));
+}
+
+/// predict's stdin: all of it (to the TSV data limit, so a pipe that never ends is refused rather than
+/// held), read by the rules of every line reader (text_lines.h: BOM and CRLF accepted; invalid UTF-8, NUL
+/// and CR-only line ends refused with the line). Blank lines are skipped, as in TSV data.
+std::vector<std::string> texts_from_stdin() {
+  std::string text;
+  char chunk[1 << 16];
+  while (std::cin.read(chunk, sizeof chunk) || std::cin.gcount() > 0) {
+    if (text.size() + static_cast<uint64_t>(std::cin.gcount()) > kTsvLimit.bytes)
+      throw IOError(cat("stdin: more than ", kTsvLimit.bytes, " bytes: the limit for the texts to classify is that of ",
+                        kTsvLimit.kind, " (", kTsvLimit.bytes >> 20, " MiB)"));
+    text.append(chunk, static_cast<size_t>(std::cin.gcount()));
+  }
+  std::vector<std::string> texts;
+  for_each_line(text, "stdin", [&](int64_t, std::string_view line) {
+    if (!split_words(line).empty()) texts.emplace_back(line);
+  });
+  return texts;
+}
+
+/// --text values must be texts a TSV line could hold: valid UTF-8 with at least one word. An empty text
+/// would be classified as a lone unknown word, a prediction about nothing.
+void check_texts(const std::vector<std::string>& texts) {
+  for (size_t i = 0; i < texts.size(); ++i) {
+    if (const size_t bad = find_invalid_utf8(texts[i]); bad != texts[i].size())
+      throw ValueError(cat("--text number ", i + 1, ": invalid UTF-8 at byte ", bad + 1, " of the text"));
+    if (split_words(texts[i]).empty())
+      throw ValueError(cat("--text number ", i + 1, ": empty text (a text needs at least one word, as in TSV data)"));
+  }
+}
+
 void add_eval(CLI::App& app, EvalFlags& f) {
   auto* cmd = app.add_subcommand("eval", "Loss, accuracy and confusion matrix of a checkpoint on a task or a TSV file");
   cmd->add_option("--checkpoint", f.checkpoint, "Checkpoint directory (a run directory or its best/)")->required();
@@ -287,7 +361,7 @@ void add_eval(CLI::App& app, EvalFlags& f) {
     if (!f.data.empty())
       for (const CLI::Option* option : {symbols, min_len, max_len, seed})
         if (option->count() > 0) throw ValueError(cat(option->get_name(), " configures a built-in task, which --data replaces"));
-    LoadedModel loaded = load_model(f.checkpoint);
+    LoadedModel loaded = load_model_for_outputs(f.checkpoint);
     std::vector<Example> examples;
     if (!f.data.empty()) {
       examples = read_tsv(f.data).examples;
@@ -303,28 +377,34 @@ void add_eval(CLI::App& app, EvalFlags& f) {
       task.name = f.task;
       examples = validation_set(task, task_seed);
     }
+    const std::set<std::string> known(loaded.labels.begin(), loaded.labels.end());
     for (const Example& e : examples)
-      if (std::find(loaded.labels.begin(), loaded.labels.end(), e.label) == loaded.labels.end())
+      if (!known.count(e.label))
         throw ValueError(cat("eval: label '", e.label, "' is not one of the checkpoint's ", loaded.labels.size(), " labels"));
-    const Evaluation result =
-        evaluate(*loaded.model, examples, loaded.vocab, loaded.labels, evaluation_tokens_for(f.checkpoint, loaded));
+    Evaluation result;
+    try {
+      result = evaluate(*loaded.model, examples, loaded.vocab, loaded.labels, evaluation_tokens_for(f.checkpoint, loaded));
+    } catch (const NonFiniteOutput& e) {
+      refuse_non_finite(e, f.checkpoint, loaded, "example");
+    }
+    if (result.truncated > 0)
+      std::fprintf(stderr, "note: %lld of the %lld texts were cut to the context length %lld\n",
+                   static_cast<long long>(result.truncated), static_cast<long long>(result.count),
+                   static_cast<long long>(loaded.options.context_length));
     if (f.json) {
-      std::cout << json{{"examples", result.count}, {"loss", result.loss}, {"accuracy", result.accuracy},
-                        {"labels", loaded.labels}, {"confusion", result.confusion}, {"truncated", result.truncated}}
-                       .dump()
-                << std::endl;
+      // "confusion_cells" lists every nonzero [true, predicted, count]; the dense K x K "confusion" is
+      // there too for up to kConfusionDenseClasses classes (confusion.h).
+      json cells = json::array();
+      for (const auto& [cell, n] : result.confusion.cells()) cells.push_back({cell.first, cell.second, n});
+      json out{{"examples", result.count}, {"loss", result.loss}, {"accuracy", result.accuracy},
+               {"labels", loaded.labels}, {"confusion_cells", cells}, {"truncated", result.truncated}};
+      if (result.confusion.classes() <= kConfusionDenseClasses) out["confusion"] = result.confusion.dense();
+      std::cout << out.dump() << std::endl;
       return;
     }
-    std::printf("examples %lld  loss %.4f  accuracy %.2f%%\n", static_cast<long long>(result.count), result.loss,
-                100 * result.accuracy);
-    std::printf("confusion matrix (rows: true label, columns: predicted)\n%12s", "");
-    for (const auto& label : loaded.labels) std::printf(" %8.8s", label.c_str());
-    std::printf("\n");
-    for (size_t i = 0; i < loaded.labels.size(); ++i) {
-      std::printf("%12.12s", loaded.labels[i].c_str());
-      for (int64_t n : result.confusion[i]) std::printf(" %8lld", static_cast<long long>(n));
-      std::printf("\n");
-    }
+    std::printf("examples %lld  loss %.4f  accuracy %.2f%%  truncated %lld\n", static_cast<long long>(result.count),
+                result.loss, 100 * result.accuracy, static_cast<long long>(result.truncated));
+    std::fputs(confusion_text(result.confusion, loaded.labels).c_str(), stdout);
   });
 }
 
@@ -342,12 +422,17 @@ void add_predict(CLI::App& app, PredictFlags& f) {
   cmd->add_option("--attention-svg", f.attention_svg, "Draw the attention weights of the first text as heatmaps into this SVG file");
   cmd->add_flag("--json", f.json, "One JSON object per text: label, probs, logits");
   cmd->callback([&f] {
-    LoadedModel loaded = load_model(f.checkpoint);
-    std::vector<std::string> texts = f.texts;
-    if (texts.empty())
-      for (std::string line; std::getline(std::cin, line);)
-        if (!line.empty()) texts.push_back(line);
-    if (texts.empty()) throw ValueError("predict: no texts (give --text or lines on stdin)");
+    if (!f.attention_svg.empty()) {
+      try {
+        check_attention_map_path(f.attention_svg);
+      } catch (const IOError& e) {
+        throw ValueError(cat("--attention-svg ", e.what()));
+      }
+    }
+    check_texts(f.texts);
+    LoadedModel loaded = load_model_for_outputs(f.checkpoint);
+    const std::vector<std::string> texts = f.texts.empty() ? texts_from_stdin() : f.texts;
+    if (texts.empty()) throw ValueError("no texts (give --text or lines on stdin)");
     const bool cls = nn::prepends_cls(loaded.options);
     const int64_t context = loaded.options.context_length;
     std::vector<std::vector<int64_t>> sequences;
@@ -357,9 +442,22 @@ void add_predict(CLI::App& app, PredictFlags& f) {
       sequences.push_back(encode_text(text, loaded.vocab, context, cls, &cut));
       truncated.push_back(cut);
     }
-    const Tensor logits = classify(*loaded.model, sequences, evaluation_tokens_for(f.checkpoint, loaded));  // (N, K)
+    Tensor logits;  // (N, K)
+    try {
+      logits = classify(*loaded.model, sequences, evaluation_tokens_for(f.checkpoint, loaded));
+    } catch (const NonFiniteOutput& e) {
+      refuse_non_finite(e, f.checkpoint, loaded, "text");
+    }
+    // Probabilities from finite logits are finite: softmax subtracts the row's largest logit first.
     const std::vector<double> all_z = logits.to_vector(), all_p = softmax(logits, -1).to_vector();
     if (!f.attention_svg.empty()) {  // the first text alone, so that its heatmaps have no padding
+      const int64_t panels = loaded.options.n_layers * loaded.options.n_heads,
+                    limit = attention_map_token_limit(panels), T = static_cast<int64_t>(sequences[0].size());
+      if (T > limit)
+        throw ValueError(cat("--attention-svg ", f.attention_svg, ": text 1 has ", T, " tokens, more than the ", limit,
+                             " an attention map of this model's ", loaded.options.n_layers, " layers x ",
+                             loaded.options.n_heads, " heads draws (", kAttentionMapCells,
+                             " cells at most); put a shorter text first"));
       NoGradGuard no_grad;
       const PaddedIds first = pad_sequences(sequences, std::vector<int64_t>{0});
       std::vector<Tensor> attention;
