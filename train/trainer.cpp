@@ -102,9 +102,13 @@ Evaluation validate(Run& run) {
   const TrainOptions& o = run.options;
   const int64_t max_tokens = evaluation_tokens(o.batch_size, o.context_length);
   release_cached_storage();
-  Evaluation eval = run.comm->size() > 1
-                        ? validate_on_ranks(run, max_tokens)
-                        : evaluate(*run.model, run.data.valid, run.data.vocab, run.data.labels, max_tokens);
+  Evaluation eval;
+  try {
+    eval = run.comm->size() > 1 ? validate_on_ranks(run, max_tokens)
+                                : evaluate(*run.model, run.data.valid, run.data.vocab, run.data.labels, max_tokens);
+  } catch (const NonFiniteOutput& e) {  // finite weights whose forward overflows: the run diverged
+    throw diverged(run, run.step, e.what());
+  }
   release_cached_storage();
   return eval;
 }

@@ -462,7 +462,7 @@ TEST_CASE("faults: a non-finite loss or validation output stops training, and no
     for (const char* flag : {"--optimizer", "adam", "--lr", "1e30"}) args.push_back(flag);
     const Result r = run_cli(dir, joined(args));
     if (eval_every == 1) {
-      require_stopped_with(r, "evaluate: the logits of example ");
+      require_stopped_with(r, "training diverged at step 1 (evaluate: the logits of example ");
       CHECK_THAT(r.err, Catch::Contains("are not finite") && Catch::Contains("the float32 forward overflows"));
     } else {
       require_stopped_with(r, "training diverged at step 2 (loss ");
