@@ -7,6 +7,7 @@
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/strict_json.h"
+#include "train/training_memory.h"
 
 namespace tapegrad {
 
@@ -40,7 +41,9 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   require(o.batch_size > 0, "batch_size", "positive", o.batch_size);
   require(o.steps >= 0, "steps", "positive", o.steps);
   require(o.epochs >= 0, "epochs", "positive", o.epochs);
-  require(o.warmup >= 0, "warmup", ">= 0", o.warmup);
+  require(o.steps <= kMaxSteps, "steps", cat("at most ", kMaxSteps), o.steps);
+  require(o.epochs <= kMaxSteps, "epochs", cat("at most ", kMaxSteps), o.epochs);
+  require(o.warmup >= 0 && o.warmup <= kMaxSteps, "warmup", cat("in [0, ", kMaxSteps, "]"), o.warmup);
   require(o.eval_every > 0, "eval_every", "positive", o.eval_every);
   require(o.log_every > 0, "log_every", "positive", o.log_every);
   require(o.threads >= 0 && o.threads <= kMaxThreads, "threads", cat("in [0, ", kMaxThreads, "] (0: every core)"), o.threads);
@@ -50,6 +53,13 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   if (o.steps > 0 && o.epochs > 0) throw ValueError(cat("give ", name("steps"), " or ", name("epochs"), ", not both"));
   if (o.epochs > 0 && o.data.empty() && o.train_size == 0)
     throw ValueError(cat(name("epochs"), " needs a fixed training set: give ", name("data"), " or ", name("train_size")));
+  if (o.epochs > 0 && o.data.empty()) {  // the steps of a task's epochs, known now (a data file's: once it is read)
+    const int64_t per_epoch = o.train_size / o.batch_size + (o.train_size % o.batch_size != 0);
+    if (o.epochs > kMaxSteps / per_epoch)
+      throw ValueError(cat(name("epochs"), " ", o.epochs, " x ", per_epoch, " steps an epoch (", name("train_size"), " ",
+                           o.train_size, ", ", name("batch_size"), " ", o.batch_size, ") is more than ", kMaxSteps,
+                           " steps"));
+  }
   if (o.init.empty()) {  // with --init the model's shape is the checkpoint's
     require(o.model.d_model > 0 && o.model.d_model <= kMaxWidth, "model.d_model", cat("in [1, ", kMaxWidth, "]"),
             o.model.d_model);
@@ -61,6 +71,13 @@ void validate(const TrainOptions& o, const OptionNames& name) {
     require(o.model.d_ff > 0 && o.model.d_ff <= kMaxWidth, "model.d_ff", cat("in [1, ", kMaxWidth, "]"), o.model.d_ff);
     require(o.model.n_layers >= 0 && o.model.n_layers <= kMaxLayers, "model.n_layers", cat("in [0, ", kMaxLayers, "]"),
             o.model.n_layers);
+    if (o.model.ffn == "moe") {  // nn's bounds (nn/classifier.cpp), named by flag before any work
+      require(o.model.experts >= 1 && o.model.experts <= 1024, "model.experts", "in [1, 1024]", o.model.experts);
+      require(o.model.top_k >= 1 && o.model.top_k <= o.model.experts, "model.top_k",
+              cat("in [1, ", name("model.experts"), " = ", o.model.experts, "]"), o.model.top_k);
+      require(std::isfinite(o.model.moe_aux_weight) && o.model.moe_aux_weight >= 0, "model.moe_aux_weight",
+              "a finite number >= 0", o.model.moe_aux_weight);
+    }
   }
   if (!o.data.empty()) {
     if (o.valid.empty())
@@ -72,6 +89,7 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw")
     throw ValueError(cat(name("optimizer"), ": '", o.optimizer, "' is not one of sgd, adam, adamw"));
   optim::parse_schedule(o.schedule);  // a ValueError naming the choices
+  check_memory_before_data(o, name);  // last: it needs every size in range
   std::error_code ec;
   if (std::filesystem::exists(o.out, ec) && !std::filesystem::is_directory(o.out, ec))
     throw ValueError(cat(name("out"), " ", o.out, " is a file, not a run directory"));
