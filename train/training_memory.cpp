@@ -1,9 +1,11 @@
 #include "train/training_memory.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "autograd/error.h"
@@ -61,27 +63,46 @@ double task_examples_bytes(const TrainOptions& o) {
   return example * (static_cast<double>(o.train_size) + kTaskValidationExamples);
 }
 
-double machine_memory_bytes() {
+MemoryLimit memory_limit() {
+  MemoryLimit limit;
+  const auto consider = [&limit](double bytes, const std::string& described) {
+    if (bytes > 0 && (limit.bytes == 0 || bytes < limit.bytes)) limit = {bytes, described};
+  };
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+  if (pages > 0 && page > 0) {
+    const double bytes = static_cast<double>(pages) * static_cast<double>(page);
+    consider(bytes, cat("this machine's ", gib(bytes), " of memory"));
+  }
+  if (rlimit as{}; ::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    const double bytes = static_cast<double>(as.rlim_cur);
+    consider(bytes, cat("the ", gib(bytes), " of address space this process may use (ulimit -v)"));
+  }
+  // cgroup v2, then v1; "max" or a huge number means no limit, which the machine's memory undercuts.
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream file(path);
+    double bytes = 0;
+    if (file >> bytes) consider(bytes, cat("the ", gib(bytes), " of memory this container may use (", path, ")"));
+  }
+  return limit;
 }
 
 void check_memory(const TrainOptions& o, const std::string& lower) {
-  const double needed = training_memory_bytes(o), machine = machine_memory_bytes();
-  if (machine > 0 && needed > machine) {
+  const double needed = training_memory_bytes(o);
+  const MemoryLimit machine = memory_limit();
+  if (machine.bytes > 0 && needed > machine.bytes) {
     char line[400];
     std::snprintf(line, sizeof line,
                   "this model needs about %.1f GiB to train (%.3g parameters, batch %lld x context %lld), more than "
-                  "this machine's %.1f GiB of memory; lower %s",
+                  "%s; lower %s",
                   needed / GiB, static_cast<double>(nn::parameter_count(o.model)), static_cast<long long>(o.batch_size),
-                  static_cast<long long>(o.model.context_length), machine / GiB, lower.c_str());
+                  static_cast<long long>(o.model.context_length), machine.described.c_str(), lower.c_str());
     throw ValueError(line);
   }
 }
 
 void check_memory_before_data(const TrainOptions& o, const OptionNames& name) {
-  const double machine = machine_memory_bytes();
-  if (machine <= 0 || !o.data.empty()) return;  // data files: checked once read, within the readers' size limits
+  const MemoryLimit machine = memory_limit();
+  if (machine.bytes <= 0 || !o.data.empty()) return;  // data files: checked once read, within the readers' size limits
   const double examples = task_examples_bytes(o);
   double model = 0;
   TrainOptions task_model = o;
@@ -93,19 +114,19 @@ void check_memory_before_data(const TrainOptions& o, const OptionNames& name) {
       // A model nn refuses (nn::validate) is refused, with nn's message, when it is built.
     }
   }
-  if (examples + model <= machine) return;
+  if (examples + model <= machine.bytes) return;
   if (examples >= model)
     throw ValueError(cat("the task's examples need about ", gib(examples), " (", o.train_size, " training and ",
                          kTaskValidationExamples, " validation examples of up to ", o.task.max_len, " words)",
-                         model > 0 ? cat(", the model ", gib(model), " to train") : "", ": more than this machine's ",
-                         gib(machine), " of memory; lower ", name("train_size"), " or ", name("task.max_len")));
+                         model > 0 ? cat(", the model ", gib(model), " to train") : "", ": more than ",
+                         machine.described, "; lower ", name("train_size"), " or ", name("task.max_len")));
   const std::string context = o.context_length > 0 ? name("context_length")
                                                     : cat(name("context_length"), " (or ", name("task.max_len"), ")");
   check_memory(task_model, cat(name("batch_size"), ", ", context, ", ", name("model.d_model"), ", ", name("model.d_ff"),
                                ", ", name("model.n_layers"), " or ", name("task.symbols")));
   // The model alone fits, but not with the examples: say both.
   throw ValueError(cat("the task's examples (about ", gib(examples), ") and the model (about ", gib(model),
-                       " to train) need more than this machine's ", gib(machine), " of memory; lower ",
+                       " to train) need more than ", machine.described, "; lower ",
                        name("train_size"), ", ", name("task.max_len"), " or the model's size"));
 }
 

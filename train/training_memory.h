@@ -16,10 +16,17 @@ double training_memory_bytes(const TrainOptions& options);
 /// size the file readers bound.
 double task_examples_bytes(const TrainOptions& options);
 
-/// The machine's physical memory in bytes; 0 when the system does not say.
-double machine_memory_bytes();
+/// The memory a run may use: the smallest of the machine's physical memory, the address-space limit
+/// (ulimit -v) and the cgroup's limit (a container's memory.max), with how to name it in a message
+/// ("this machine's 23.5 GiB of memory", "the 4.0 GiB of address space ulimit -v allows"). bytes is 0
+/// when the system says nothing.
+struct MemoryLimit {
+  double bytes = 0;
+  std::string described;
+};
+MemoryLimit memory_limit();
 
-/// A ValueError saying how much the run would need when that exceeds the machine's physical memory.
+/// A ValueError saying how much the run would need when that exceeds memory_limit().
 /// `lower` lists the flags that shrink it (the command line's or a bench's names).
 void check_memory(const TrainOptions& options,
                   const std::string& lower = "--batch-size, --context-length, --d-model, --ff or --layers");

@@ -170,6 +170,18 @@ std::vector<BadInput> numbers_and_sizes(const std::string& out) {
   }};
 }
 
+// Run under `ulimit -v 2000000` (1.9 GiB of address space): the limit counts as the machine's memory.
+std::vector<BadInput> under_an_address_space_limit(const std::string& out) {
+  return {{
+      {"a training set beyond ulimit -v", "train --train-size 20000000" + out,
+       "more than the 1.9 GiB of address space this process may use (ulimit -v); lower --train-size"},
+      {"a model beyond ulimit -v", "train --d-model 4096 --ff 4096 --heads 1" + out,
+       "this model needs about 4.3 GiB to train"},
+      {"a bench model beyond ulimit -v", "bench --config small --d-model 4096 --d-ff 8192 --heads 1",
+       "lower --batch, --seq, --d-model, --d-ff or --layers"},
+  }};
+}
+
 std::vector<BadInput> out_is_a_file(const std::string& file) {
   return {{"--out naming a file", "train --steps 5 --out " + file, "is a file"}};
 }
@@ -204,6 +216,11 @@ TEST_CASE("bad inputs: command-line values out of range are refused before any w
 TEST_CASE("bad inputs: numbers, empty paths, sizes beyond the machine and bench's flags are refused by name") {
   TempDir dir("tapegrad_test_bad_inputs");
   require_refused(dir, numbers_and_sizes(" --out " + quote(dir / "run")));
+  for (const BadInput& c : under_an_address_space_limit(" --out " + quote(dir / "run"))) {
+    INFO(c.name << ": ulimit -v 2000000; tapegrad " << c.args);
+    require_one_line_error(run_shell(dir, cat("ulimit -v 2000000 && timeout 60 ", tapegrad_command(), " ", c.args)),
+                           c.mentions);
+  }
   CHECK(!fs::exists(dir / "run"));
 }
 
@@ -348,7 +365,8 @@ TEST_CASE("bad inputs: docs/reliability.md lists every command-line row of this 
   const std::string docs = read_file(std::string(TAPEGRAD_SOURCE_DIR) + "/docs/reliability.md");
   REQUIRE(!docs.empty());
   std::vector<BadInput> rows = bad_values("");
-  for (const auto& table : {flags_without_effect("", "", ""), numbers_and_sizes(""), out_is_a_file(""),
+  for (const auto& table : {flags_without_effect("", "", ""), numbers_and_sizes(""), under_an_address_space_limit(""),
+                            out_is_a_file(""),
                             cannot_classify("", "", "", "", ""), resume_other_data("", "")})
     rows.insert(rows.end(), table.begin(), table.end());
   for (const BadInput& row : rows) {
