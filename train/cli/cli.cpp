@@ -482,7 +482,7 @@ void add_bench(CLI::App& app, BenchFlags& f) {
       override_option("--steps", f.steps, &BenchConfig::steps, "Override the timed steps")};
   add_integer_option(cmd, "--threads", f.threads, "Threads (0: every core)")->capture_default_str();
   cmd->add_flag("--json", f.json, "One JSON line per configuration");
-  cmd->callback([&f, overrides] {
+  cmd->callback([&f, overrides, cmd] {
     // Every configuration is built and checked before any is measured: a bad value in the second must not
     // be found after the first has run.
     std::vector<BenchConfig> configs;
@@ -490,7 +490,7 @@ void add_bench(CLI::App& app, BenchFlags& f) {
       BenchConfig config = bench_config(name);
       for (const Override& o : overrides)
         if (o.option->count() > 0) config.*o.field = *o.value;
-      if (overrides.back().option->count() > 0)  // --steps: no more chunks than steps
+      if (cmd->get_option("--steps")->count() > 0)  // no more timed chunks than steps
         config.repeats = std::min<int64_t>(config.repeats, std::max<int64_t>(f.steps, 1));
       config.threads = f.threads;
       validate(config);
