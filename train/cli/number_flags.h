@@ -15,6 +15,7 @@
 // so a flag added with plain add_option (CLI11 converts it) fails that test.
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <string_view>
