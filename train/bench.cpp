@@ -7,12 +7,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <system_error>
 #include <vector>
 
 #include "autograd/autograd.h"
 #include "autograd/blas.h"
 #include "nn/classifier.h"
 #include "optim/adam.h"
+#include "train/training_memory.h"
 
 // Counted by the tapegrad executable, which interposes the system allocator (train/cli/heap_count.cpp);
 // absent from other programs, where allocations are reported as not counted.
@@ -69,6 +71,31 @@ double peak_rss_mib() {
 
 uint64_t heap_allocations() { return tapegrad_heap_allocations ? tapegrad_heap_allocations() : 0; }
 
+/// The default model of `tapegrad train` at the configuration's size (post-LN, relu, learned positions,
+/// mean pooling, no dropout).
+nn::ClassifierOptions bench_model(const BenchConfig& c) {
+  nn::ClassifierOptions options{c.vocab};
+  options.d_model = c.d_model;
+  options.n_heads = c.heads;
+  options.d_ff = c.d_ff;
+  options.n_layers = c.layers;
+  options.context_length = c.seq;
+  options.num_classes = c.classes;
+  options.dropout = 0;
+  return options;
+}
+
+/// set_num_threads, with a pool the machine cannot start (a process limit: "Resource temporarily
+/// unavailable") named by the flag that asked for it.
+void start_threads(int threads) {
+  try {
+    set_num_threads(threads);
+  } catch (const std::system_error& e) {
+    throw ValueError(cat("--threads ", threads, ": this machine cannot start that many threads (", e.what(),
+                         "); ask for fewer"));
+  }
+}
+
 }  // namespace
 
 BenchConfig bench_config(const std::string& name) {
@@ -80,7 +107,37 @@ BenchConfig bench_config(const std::string& name) {
     c.warmup = 3, c.steps = 20;
     return c;
   }
-  throw ValueError(cat("unknown configuration '", name, "' (small, medium)"));
+  throw ValueError(cat("--config: unknown configuration '", name, "' (choose from ", bench_config_names(), ")"));
+}
+
+std::string bench_config_names() { return "small, medium"; }
+
+void validate(const BenchConfig& c) {
+  const auto require = [](bool ok, const char* flag, const std::string& rule, int64_t value) {
+    if (!ok) throw ValueError(cat(flag, " must be ", rule, ", got ", value));
+  };
+  constexpr int64_t kMaxWidth = int64_t{1} << 20, kMaxLayers = 1024, kMaxThreads = 1024;
+  require(c.d_model >= 1 && c.d_model <= kMaxWidth, "--d-model", cat("in [1, ", kMaxWidth, "]"), c.d_model);
+  require(c.heads >= 1 && c.heads <= c.d_model, "--heads", cat("in [1, d_model = ", c.d_model, "]"), c.heads);
+  if (c.d_model % c.heads != 0)
+    throw ValueError(cat("--d-model ", c.d_model, " is not divisible by --heads ", c.heads,
+                         ": each head gets d_model / heads dimensions"));
+  require(c.d_ff >= 1 && c.d_ff <= kMaxWidth, "--d-ff", cat("in [1, ", kMaxWidth, "]"), c.d_ff);
+  require(c.layers >= 0 && c.layers <= kMaxLayers, "--layers", cat("in [0, ", kMaxLayers, "]"), c.layers);
+  require(c.seq >= 4 && c.seq <= kMaxWidth, "--seq", cat("in [4, ", kMaxWidth, "] (a quarter of it is the shortest row)"),
+          c.seq);
+  require(c.batch >= 1, "--batch", ">= 1", c.batch);
+  require(c.warmup >= 0, "--warmup", ">= 0", c.warmup);
+  require(c.steps >= 1, "--steps", ">= 1", c.steps);
+  require(c.threads >= 0 && c.threads <= kMaxThreads, "--threads", cat("in [0, ", kMaxThreads, "] (0: every core)"),
+          c.threads);
+  if (c.vocab < 4 || c.classes < 2 || c.repeats < 1)
+    throw ValueError(cat("bench configuration '", c.name, "': needs vocab >= 4, classes >= 2 and repeats >= 1"));
+  // The model run_bench builds, as train's memory check sees it: refused before any of it is allocated.
+  TrainOptions as_trained;
+  as_trained.batch_size = c.batch;
+  as_trained.model = bench_model(c);
+  check_memory(as_trained, "--batch, --seq, --d-model, --d-ff or --layers");
 }
 
 // Per layer, with N = batch · T token rows, C = d_model, F = d_ff, T the sequence length:
@@ -100,7 +157,7 @@ double measure_fma_peak_gflops(int threads) {
   const double flops_per_iteration = 2.0 * kChains * (wide ? 16 : 8);
   const int64_t iterations = 10'000'000;  // about 0.05 s per core
   std::atomic<float> sink{0};
-  set_num_threads(threads);
+  start_threads(threads);
   const int parts = num_threads();
   // The best of a few trials: a neighbour on a shared machine only ever makes a trial slower.
   double best = 0;
@@ -115,10 +172,8 @@ double measure_fma_peak_gflops(int threads) {
 }
 
 BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
-  if (c.seq < 4 || c.batch < 1 || c.vocab < 4 || c.classes < 2 || c.steps < 1 || c.repeats < 1 || c.warmup < 0 ||
-      c.d_model < 1 || c.heads < 1 || c.d_ff < 1 || c.layers < 0 || c.threads < 0)
-    throw ValueError("need --seq >= 4, --batch >= 1, --steps >= 1, --warmup >= 0 and positive sizes");
-  set_num_threads(c.threads);
+  validate(c);
+  start_threads(c.threads);
 
   // The fixed batch, a pure function of (B, T, vocab, classes) that bench/train_step_torch.py builds too:
   // row b has length T/4 + (31·b mod (T - T/4 + 1)) (row 0 has T), token t of row b is
@@ -138,16 +193,8 @@ BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
 
   // The default model of `tapegrad train` at this size (post-LN, relu, learned positions, mean pooling,
   // no dropout) and its optimizer (AdamW, lr 5e-3, weight decay 0.01).
-  nn::ClassifierOptions options{c.vocab};
-  options.d_model = c.d_model;
-  options.n_heads = c.heads;
-  options.d_ff = c.d_ff;
-  options.n_layers = c.layers;
-  options.context_length = T;
-  options.num_classes = c.classes;
-  options.dropout = 0;
   Generator init(0);
-  nn::SequenceClassifier model(options, init, nullptr);
+  nn::SequenceClassifier model(bench_model(c), init, nullptr);
   model.train();
   optim::AdamW optimizer(model.named_parameters(), {.lr = 5e-3, .weight_decay = 0.01});
 

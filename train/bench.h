@@ -17,8 +17,17 @@ struct BenchConfig {
 };
 
 /// The named configurations: "small" (d_model 64, 4 heads, d_ff 128, 2 layers, T 32, batch 64) and
-/// "medium" (d_model 256, 8 heads, d_ff 1024, 4 layers, T 128, batch 32). Throws for another name.
+/// "medium" (d_model 256, 8 heads, d_ff 1024, 4 layers, T 128, batch 32). A ValueError naming --config
+/// and listing the names for another name.
 BenchConfig bench_config(const std::string& name);
+/// The names bench_config knows, comma-separated: "small, medium".
+std::string bench_config_names();
+
+/// Refuses, naming `tapegrad bench`'s flags, a configuration no run can use: d_model, d_ff and seq outside
+/// [1, 2^20] (seq >= 4: a quarter of it is the shortest row), heads outside [1, d_model] or not dividing
+/// d_model, layers outside [0, 1024], batch < 1, warmup < 0, steps < 1, threads outside [0, 1024], and a
+/// model whose training needs more than the machine's memory (train/training_memory.h).
+void validate(const BenchConfig& config);
 
 /// Floating-point operations of one training step: 3 × the forward pass's matrix products (forward,
 /// and backward's two products per forward product), counting a multiply-add as 2.

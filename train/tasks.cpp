@@ -63,24 +63,33 @@ std::vector<Example> TaskStream::take(int64_t n) {
 
 Example TaskStream::next_majority() {
   const uint64_t V = static_cast<uint64_t>(options_.symbols);
-  std::vector<int64_t> counts(V);
+  // Each try costs O(L), not O(V): with many symbols and short sequences most tries tie (L = 2 draws the
+  // same word twice once in V tries), and clearing or scanning all V counts per try made
+  // --symbols 65536 --max-len 2 run for hours. The counts are all zero between tries.
+  thread_local std::vector<int64_t> counts;
+  if (counts.size() < V) counts.resize(V);
   std::vector<int64_t> words;
   while (true) {
     const int64_t L = draw_length(options_.min_len);
-    std::fill(counts.begin(), counts.end(), 0);
     words.resize(static_cast<size_t>(L));
     for (int64_t& w : words) {
       w = static_cast<int64_t>(gen_.below(V));
       ++counts[w];
     }
-    const auto top = std::max_element(counts.begin(), counts.end());    // first of the largest
-    if (std::count(counts.begin(), counts.end(), *top) != 1) continue;  // tied: draw again
+    int64_t top = words.front();
+    bool tied = false;  // another word has top's count
+    for (int64_t w : words) {
+      if (counts[w] > counts[top]) top = w, tied = false;
+      else if (counts[w] == counts[top] && w != top) tied = true;
+    }
+    for (int64_t w : words) counts[w] = 0;
+    if (tied) continue;  // draw again
     std::string text;
     for (size_t i = 0; i < words.size(); ++i) {
       if (i) text += ' ';
       text += symbol(words[i]);
     }
-    return {symbol(top - counts.begin()), std::move(text)};
+    return {symbol(top), std::move(text)};
   }
 }
 

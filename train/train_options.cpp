@@ -7,6 +7,7 @@
 #include "optim/schedule.h"
 #include "train/checkpoint.h"
 #include "train/strict_json.h"
+#include "train/training_memory.h"
 
 namespace tapegrad {
 
@@ -43,7 +44,9 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   require(o.batch_size > 0, "batch_size", "positive", o.batch_size);
   require(o.steps >= 0, "steps", "positive", o.steps);
   require(o.epochs >= 0, "epochs", "positive", o.epochs);
-  require(o.warmup >= 0, "warmup", ">= 0", o.warmup);
+  require(o.steps <= kMaxSteps, "steps", cat("at most ", kMaxSteps), o.steps);
+  require(o.epochs <= kMaxSteps, "epochs", cat("at most ", kMaxSteps), o.epochs);
+  require(o.warmup >= 0 && o.warmup <= kMaxSteps, "warmup", cat("in [0, ", kMaxSteps, "]"), o.warmup);
   require(o.eval_every > 0, "eval_every", "positive", o.eval_every);
   require(o.log_every > 0, "log_every", "positive", o.log_every);
   require(o.threads >= 0 && o.threads <= kMaxThreads, "threads", cat("in [0, ", kMaxThreads, "] (0: every core)"), o.threads);
@@ -55,6 +58,13 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   if (o.steps > 0 && o.epochs > 0) throw ValueError(cat("give ", name("steps"), " or ", name("epochs"), ", not both"));
   if (o.epochs > 0 && o.data.empty() && o.train_size == 0)
     throw ValueError(cat(name("epochs"), " needs a fixed training set: give ", name("data"), " or ", name("train_size")));
+  if (o.epochs > 0 && o.data.empty()) {  // the steps of a task's epochs, known now (a data file's: once it is read)
+    const int64_t per_epoch = o.train_size / o.batch_size + (o.train_size % o.batch_size != 0);
+    if (o.epochs > kMaxSteps / per_epoch)
+      throw ValueError(cat(name("epochs"), " ", o.epochs, " x ", per_epoch, " steps an epoch (", name("train_size"), " ",
+                           o.train_size, ", ", name("batch_size"), " ", o.batch_size, ") is more than ", kMaxSteps,
+                           " steps"));
+  }
   if (o.init.empty()) {  // with --init the model's shape is the checkpoint's
     require(o.model.d_model > 0 && o.model.d_model <= kMaxWidth, "model.d_model", cat("in [1, ", kMaxWidth, "]"),
             o.model.d_model);
@@ -88,6 +98,7 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw")
     throw ValueError(cat(name("optimizer"), ": '", o.optimizer, "' is not one of sgd, adam, adamw"));
   optim::parse_schedule(o.schedule);  // a ValueError naming the choices
+  check_memory_before_data(o, name);  // last: it needs every size in range
   std::error_code ec;
   if (std::filesystem::exists(o.out, ec) && !std::filesystem::is_directory(o.out, ec))
     throw ValueError(cat(name("out"), " ", o.out, " is a file, not a run directory"));

@@ -63,6 +63,10 @@ struct TrainOptions {
   bool detect_anomaly = false;    // check every op for NaN and Inf, naming the first (debugging only: not saved)
 };
 
+/// The most steps a run takes (from --steps, or --epochs x the steps of an epoch): the steps a double counts
+/// exactly, as the learning-rate schedule computes in doubles; only a typo exceeds it.
+inline constexpr int64_t kMaxSteps = int64_t{1} << 53;
+
 /// How validate() names an option, given the field's path in TrainOptions ("lr", "model.d_model").
 using OptionNames = std::function<std::string(std::string_view field)>;
 

@@ -83,7 +83,8 @@ void setup_training(Run& run) {
   if (o.epochs > 0) {
     const int64_t step_batch = o.batch_size * run.comm->size();
     const int64_t per_epoch = (run.data.stream->size() + step_batch - 1) / step_batch;
-    run.total_steps = o.epochs * per_epoch;
+    if (__builtin_mul_overflow(o.epochs, per_epoch, &run.total_steps) || run.total_steps > kMaxSteps)
+      throw ValueError(cat("--epochs ", o.epochs, " x ", per_epoch, " steps an epoch is more than ", kMaxSteps, " steps"));
   } else {
     run.total_steps = o.steps > 0 ? o.steps : kDefaultSteps;
   }

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "support/cli.h"
 #include "support/temp_dir.h"
@@ -89,10 +90,15 @@ std::vector<BadInput> flags_without_effect(const std::string& out, const std::st
       {"--momentum with adamw", "train --momentum 0.5" + out, "--momentum applies to --optimizer sgd only"},
       {"--no-shuffle on a fresh task stream", "train --no-shuffle" + out, "--no-shuffle needs a fixed training set"},
       {"--epochs on a fresh task stream", "train --epochs 2" + out, "--epochs needs a fixed training set"},
+      {"--experts without --ffn moe", "train --experts 8" + out, "--experts applies to --ffn moe only, not --ffn dense"},
+      {"--top-k without --ffn moe", "train --top-k 1" + out, "--top-k applies to --ffn moe only"},
+      {"--moe-aux-weight without --ffn moe", "train --moe-aux-weight 0.5" + out, "--moe-aux-weight applies to --ffn moe only"},
       {"a model flag with --init", "train --init " + run + " --data " + data + " --d-model 64" + out,
        "--d-model cannot change with --init"},
       {"a flag that changes what the model computes with --init", "train --init " + run + " --data " + data +
        " --temperature 2" + out, "--temperature cannot change with --init"},
+      {"--moe-aux-weight with --init of a checkpoint without moe", "train --init " + run + " --data " + data +
+       " --moe-aux-weight 0.1" + out, "--moe-aux-weight applies to --ffn moe only, and the --init checkpoint"},
       {"--lr with --resume", "train --resume " + run + " --lr 0.1", "--lr cannot change when resuming"},
       {"--out with --resume", "train --resume " + run + out, "--out cannot change when resuming"},
       {"--seed with --resume", "train --resume " + run + " --seed 3", "--seed cannot change when resuming"},
@@ -100,6 +106,81 @@ std::vector<BadInput> flags_without_effect(const std::string& out, const std::st
       {"fewer steps than done with --resume", "train --resume " + run + " --steps 10", "is not more than the 60 steps"},
       {"a task flag with eval --data", "eval --checkpoint " + run + " --data " + data + " --symbols 5",
        "--symbols configures a built-in task"},
+  }};
+}
+
+// The strict number parser (train/cli/number_flags.h), empty paths, numbers whose products overflow,
+// memory needed beyond the machine's, and the flags of bench and gradcheck.
+std::vector<BadInput> numbers_and_sizes(const std::string& out) {
+  return {{
+      {"an integer with a leading zero", "train --batch-size 010" + out, "--batch-size: '010' is not a decimal integer"},
+      {"a hexadecimal integer", "train --steps 0x10" + out, "--steps: '0x10' is not a decimal integer"},
+      {"an integer with a sign '+'", "train --eval-every +5" + out, "--eval-every: '+5' is not a decimal integer"},
+      {"an integer with a space", "train --steps ' 5'" + out, "--steps: ' 5' is not a decimal integer"},
+      {"an integer with an exponent", "train --steps 1e3" + out, "--steps: '1e3' is not a decimal integer"},
+      {"an empty integer", "train --steps ''" + out, "--steps: empty value"},
+      {"an empty real", "train --lr ''" + out, "--lr: empty value"},
+      {"a hexadecimal real", "train --lr 0x1p-3" + out, "--lr: '0x1p-3' is not a number"},
+      {"a real with trailing junk", "train --dropout 0.1x" + out, "--dropout: '0.1x' is not a number"},
+      {"a real beyond a double", "train --lr 1e999" + out, "--lr: 1e999 cannot be held by a double"},
+      {"steps beyond 2^63 - 1", "train --steps 9223372036854775808" + out,
+       "--steps: 9223372036854775808 is outside the range [-9223372036854775808, 9223372036854775807]"},
+      {"threads beyond an int", "train --threads 2147483648" + out, "--threads: 2147483648 is outside the range"},
+      {"a negative seed", "train --seed -5" + out, "--seed: -5 is outside the range [0, 18446744073709551615]"},
+      {"a seed beyond 2^64 - 1", "train --seed 18446744073709551616" + out, "--seed: 18446744073709551616 is outside"},
+      {"more steps than a double counts", "train --steps 9223372036854775807" + out,
+       "--steps must be at most 9007199254740992"},
+      {"a warm-up that overflows the schedule", "train --warmup 9223372036854775807" + out,
+       "--warmup must be in [0, 9007199254740992]"},
+      {"epochs whose steps overflow", "train --train-size 1000 --epochs 9007199254740992" + out,
+       "--epochs 9007199254740992 x 16 steps an epoch"},
+      {"an empty --resume", "train --resume ''", "--resume: empty path"},
+      {"an empty --init", "train --init ''" + out, "--init: empty path"},
+      {"an empty --out", "train --out ''", "--out: empty path"},
+      {"an empty --data", "train --data ''" + out, "--data: empty path"},
+      {"an empty --valid", "train --valid ''" + out, "--valid: empty path"},
+      {"an empty eval --checkpoint", "eval --checkpoint '' --task majority", "--checkpoint: empty path"},
+      {"an empty eval --data", "eval --checkpoint x --data ''", "--data: empty path"},
+      {"an empty predict --checkpoint", "predict --checkpoint '' --text a", "--checkpoint: empty path"},
+      {"an empty --attention-svg", "predict --checkpoint x --text a --attention-svg ''", "--attention-svg: empty path"},
+      {"a training set too large for the machine", "train --train-size 1000000000000" + out,
+       "the task's examples need about"},
+      {"task sequences too long for the machine", "train --max-len 1048576" + out, "(or --max-len)"},
+      {"a batch too large for the machine", "train --batch-size 1000000000000" + out, "this model needs about"},
+      {"zero experts", "train --ffn moe --experts 0" + out, "--experts 0 is outside [1, 1024]"},
+      {"more experts per token than experts", "train --ffn moe --experts 2 --top-k 3" + out,
+       "--top-k 3 is outside [1, --experts 2]"},
+      {"NaN load-balancing weight", "train --ffn moe --moe-aux-weight nan" + out, "--moe-aux-weight must be a finite"},
+      {"bench with a negative width", "bench --d-model -5", "--d-model must be in [1, 1048576], got -5"},
+      {"bench with negative threads", "bench --threads -1", "--threads must be in [0, 1024]"},
+      {"bench with 5000 threads", "bench --threads 5000", "--threads must be in [0, 1024]"},
+      {"bench with zero heads", "bench --heads 0", "--heads must be in [1, "},
+      {"bench with a width not divisible by heads", "bench --heads 3", "--d-model 64 is not divisible by --heads 3"},
+      {"bench with zero feed-forward width", "bench --d-ff 0", "--d-ff must be in [1, "},
+      {"bench with negative layers", "bench --layers -1", "--layers must be in [0, 1024]"},
+      {"bench with a short sequence", "bench --seq 2", "--seq must be in [4, "},
+      {"bench with zero batch", "bench --batch 0", "--batch must be >= 1"},
+      {"bench with negative warm-up", "bench --warmup -1", "--warmup must be >= 0"},
+      {"bench with zero steps", "bench --steps 0", "--steps must be >= 1"},
+      {"bench with an octal-looking width", "bench --d-model 010", "--d-model: '010' is not a decimal integer"},
+      {"bench with a model too large for the machine", "bench --d-model 1048576 --d-ff 1048576",
+       "this model needs about"},
+      {"bench with an unknown configuration after a good one", "bench --config small,huge",
+       "--config: unknown configuration 'huge' (choose from small, medium)"},
+      {"gradcheck with a filter matching no case", "gradcheck --filter no-such-case",
+       "--filter 'no-such-case' matches none of the"},
+  }};
+}
+
+// Run under `ulimit -v 2000000` (1.9 GiB of address space): the limit counts as the machine's memory.
+std::vector<BadInput> under_an_address_space_limit(const std::string& out) {
+  return {{
+      {"a training set beyond ulimit -v", "train --train-size 20000000" + out,
+       "more than the 1.9 GiB of address space this process may use (ulimit -v); lower --train-size"},
+      {"a model beyond ulimit -v", "train --d-model 4096 --ff 4096 --heads 1" + out,
+       "this model needs about 4.3 GiB to train"},
+      {"a bench model beyond ulimit -v", "bench --config small --d-model 4096 --d-ff 8192 --heads 1",
+       "lower --batch, --seq, --d-model, --d-ff or --layers"},
   }};
 }
 
@@ -132,6 +213,100 @@ TEST_CASE("bad inputs: command-line values out of range are refused before any w
   TempDir dir("tapegrad_test_bad_inputs");
   require_refused(dir, bad_values(" --out " + quote(dir / "run")));
   CHECK(!fs::exists(dir / "run"));  // nothing was created: the checks come before any work
+}
+
+TEST_CASE("bad inputs: numbers, empty paths, sizes beyond the machine and bench's flags are refused by name") {
+  TempDir dir("tapegrad_test_bad_inputs");
+  require_refused(dir, numbers_and_sizes(" --out " + quote(dir / "run")));
+  for (const BadInput& c : under_an_address_space_limit(" --out " + quote(dir / "run"))) {
+    INFO(c.name << ": ulimit -v 2000000; tapegrad " << c.args);
+    require_one_line_error(run_shell(dir, cat("ulimit -v 2000000 && timeout 60 ", tapegrad_command(), " ", c.args)),
+                           c.mentions);
+  }
+  CHECK(!fs::exists(dir / "run"));
+}
+
+namespace {
+
+/// The numeric flags of a subcommand, from its --help: CLI11 prints each option's type (INT, UINT, FLOAT)
+/// there, whichever way the option was added, so a flag that bypasses the strict parser is listed too.
+std::vector<std::pair<std::string, std::string>> numeric_flags(const TempDir& dir, const std::string& command) {
+  const Result help = run_cli(dir, command + " --help");
+  REQUIRE(help.exit_code == 0);
+  static const std::regex option(R"(^\s+(?:-\w,)?(--[\w-]+)\s+(INT|UINT|FLOAT)\b)");
+  std::vector<std::pair<std::string, std::string>> flags;
+  for (const std::string& line : lines_of(help.out))
+    if (std::smatch m; std::regex_search(line, m, option)) flags.emplace_back(m[1], m[2]);
+  return flags;
+}
+
+/// The subcommands, from the top-level --help.
+std::vector<std::string> subcommands(const TempDir& dir) {
+  const Result help = run_cli(dir, "--help");
+  REQUIRE(help.exit_code == 0);
+  std::vector<std::string> names;
+  bool listed = false;
+  for (const std::string& line : lines_of(help.out)) {
+    if (line.rfind("Subcommands:", 0) == 0) listed = true;
+    else if (std::smatch m; listed && std::regex_search(line, m, std::regex(R"(^\s+([a-z]+)\s)"))) names.push_back(m[1]);
+  }
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("bad inputs: every numeric flag of every subcommand refuses malformed numbers by name") {
+  TempDir dir("tapegrad_test_bad_inputs");
+  const std::string out = " --out " + quote(dir / "run");
+  // Each is refused by the strict parser whatever the flag's range: CLI11's own conversion would read
+  // "010" as 8, "0x10" as 16, "" as 0, " 1" as 1 and wrap or clamp the overflows.
+  const std::vector<std::string> bad_integers = {"010", "0x10", "", "1x", " 1", "1 ", "+1", "1.5", "1e3", "-0",
+                                                 "99999999999999999999999", "-99999999999999999999999"};
+  const std::vector<std::string> bad_reals = {"", "1x", " 1", "1 ", "+1", "0x1p3", "1,5", "1e999", "-1e999", "one"};
+  const std::vector<std::string> commands = subcommands(dir);
+  REQUIRE(commands.size() >= 5);
+  size_t checked = 0;
+  for (const std::string& command : commands) {
+    for (const auto& [flag, type] : numeric_flags(dir, command)) {
+      const bool real = type == "FLOAT";
+      for (const std::string& value : real ? bad_reals : bad_integers) {
+        INFO("tapegrad " << command << " " << flag << " " << quote(value));
+        const Result r = run_cli(dir, cat(command, " ", flag, " ", quote(value), command == "train" ? out : ""));
+        require_one_line_error(r, flag + ": ");
+        CHECK(r.exit_code == 2);  // refused while parsing, before any subcommand ran
+      }
+      if (type == "UINT") {  // negative is out of range, not wrapped to 2^64 - 5
+        INFO("tapegrad " << command << " " << flag << " -5");
+        require_one_line_error(run_cli(dir, cat(command, " ", flag, " -5", command == "train" ? out : "")),
+                               flag + ": -5 is outside the range [0, 18446744073709551615]");
+      }
+      if (real && command == "train")  // "nan" and "inf" are numbers to the parser: the range rules name them
+        for (const char* value : {"nan", "inf", "-inf"}) {
+          INFO("tapegrad train " << flag << " " << value);
+          require_one_line_error(run_cli(dir, cat("train ", flag, " ", value, out)), flag);
+        }
+      ++checked;
+    }
+  }
+  CHECK(checked >= 40);  // train, eval and bench have that many between them: the --help reading works
+  CHECK(!fs::exists(dir / "run"));
+}
+
+TEST_CASE("bad inputs: the strict parser accepts the numbers it documents, and a seed above 2^63 resumes") {
+  TempDir dir("tapegrad_test_bad_inputs");
+  const std::string run = dir / "run";
+  const Result trained = run_cli(dir, cat("train --seed 18446744073709551615 --lr 5e-3 --weight-decay 0 --dropout .1 "
+                                          "--temperature 1. --steps 4 --eval-every 2 --out ", quote(run)));
+  INFO(trained.err);
+  REQUIRE(trained.exit_code == 0);
+  CHECK_THAT(read_file(run + "/trainer.json"), Catch::Contains("18446744073709551615"));
+  const Result resumed = run_cli(dir, cat("train --resume ", quote(run), " --steps 6"));
+  INFO(resumed.err);
+  CHECK(resumed.exit_code == 0);
+  const Result listed = run_cli(dir, "gradcheck --list --filter softmax");
+  CHECK(listed.exit_code == 0);
+  CHECK(!lines_of(listed.out).empty());
+  for (const std::string& name : lines_of(listed.out)) CHECK_THAT(name, Catch::Contains("softmax"));
 }
 
 TEST_CASE("bad inputs: --out naming a file is refused and the file is left alone") {
@@ -192,8 +367,9 @@ TEST_CASE("bad inputs: docs/reliability.md lists every command-line row of this 
   const std::string docs = read_file(std::string(TAPEGRAD_SOURCE_DIR) + "/docs/reliability.md");
   REQUIRE(!docs.empty());
   std::vector<BadInput> rows = bad_values("");
-  for (const auto& table : {flags_without_effect("", "", ""), out_is_a_file(""), cannot_classify("", "", "", "", ""),
-                            resume_other_data("", "")})
+  for (const auto& table : {flags_without_effect("", "", ""), numbers_and_sizes(""), under_an_address_space_limit(""),
+                            out_is_a_file(""),
+                            cannot_classify("", "", "", "", ""), resume_other_data("", "")})
     rows.insert(rows.end(), table.begin(), table.end());
   for (const BadInput& row : rows) {
     INFO(row.name);

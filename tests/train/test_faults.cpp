@@ -495,18 +495,18 @@ TEST_CASE("faults: the same command with the same seed gives the same bytes") {
 TEST_CASE("faults: a signal during the last validation is not absorbed: the run says so and exits 128 + signal") {
   TempDir dir("tapegrad_test_faults");
   const std::string out = dir / "run";
-  // Three quick steps and then one long validation (the last step's): long sequences and many examples, so that
+  // Twenty quick steps and then one long validation (the last step's): long sequences and many examples, so that
   // the log says "validating ..." (expected to take seconds) and the signal lands inside it, after the last step.
   const std::vector<std::string> args = {"train", "--task", "majority", "--symbols", "6", "--min-len", "200",
                                          "--max-len", "200", "--d-model", "16", "--heads", "2", "--ff", "32",
-                                         "--batch-size", "16", "--valid-size", "5000", "--threads", "1",
-                                         "--steps", "3", "--eval-every", "1000", "--out", out};
+                                         "--batch-size", "16", "--valid-size", "8000", "--threads", "1",
+                                         "--steps", "20", "--eval-every", "1000", "--out", out};
   for (const int signal : {SIGTERM, SIGINT}) {
     const std::string name = signal_name(signal);
     INFO(name);
     fs::remove_all(out);
     const Child child = spawn(dir, args, name);
-    REQUIRE(wait_until([&] { return child.err().find("validating 5000 examples") != std::string::npos; }));
+    REQUIRE(wait_until([&] { return child.err().find("validating 8000 examples") != std::string::npos; }));
     ::kill(child.pid, signal);
     const Result r = child.wait();
     INFO(r.err);
@@ -515,8 +515,8 @@ TEST_CASE("faults: a signal during the last validation is not absorbed: the run 
     const std::vector<std::string> lines = lines_of(r.err);
     REQUIRE(!lines.empty());
     CHECK_THAT(lines.back(), Catch::StartsWith("interrupted by " + name + " during the last step, validation or "
-                                               "checkpoint: the run had finished all its 3 steps"));
-    CHECK(saved_step(out) == 3);  // the last checkpoint is whole
+                                               "checkpoint: the run had finished all its 20 steps"));
+    CHECK(saved_step(out) == 20);  // the last checkpoint is whole
     require_predicts(dir, out);
   }
 }

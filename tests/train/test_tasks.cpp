@@ -138,3 +138,43 @@ TEST_CASE("train: invalid task options are ValueErrors") {
   CHECK(split_words(single.next().text).size() == 1);
   CHECK_THROWS_AS(single.take(-1), ValueError);
 }
+
+namespace {
+
+/// The majority stream as first written (all V counts cleared and scanned per try): the draw order is part
+/// of the format, so the O(L) version must give exactly these examples.
+std::vector<Example> majority_reference(const TaskOptions& o, uint64_t seed, int64_t n) {
+  Generator gen(seed);
+  const uint64_t V = static_cast<uint64_t>(o.symbols);
+  std::vector<Example> out;
+  while (static_cast<int64_t>(out.size()) < n) {
+    const int64_t L = o.min_len + static_cast<int64_t>(gen.below(static_cast<uint64_t>(o.max_len - o.min_len + 1)));
+    std::vector<int64_t> counts(V), words(static_cast<size_t>(L));
+    for (int64_t& w : words) ++counts[w = static_cast<int64_t>(gen.below(V))];
+    const auto top = std::max_element(counts.begin(), counts.end());
+    if (std::count(counts.begin(), counts.end(), *top) != 1) continue;
+    std::string text, label = "t";  // appended, not "t" + to_string: GCC 12 warns falsely (-Wrestrict)
+    for (size_t i = 0; i < words.size(); ++i) {
+      text += i ? " t" : "t";
+      text += std::to_string(words[i]);
+    }
+    label += std::to_string(top - counts.begin());
+    out.push_back({label, text});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("train: majority draws the same examples as the reference, and many symbols with short texts stay fast") {
+  for (const TaskOptions& options : {TaskOptions{"majority", 8, 8, 32}, TaskOptions{"majority", 2, 1, 5},
+                                     TaskOptions{"majority", 300, 2, 4}, TaskOptions{"majority", 5, 3, 12}})
+    for (uint64_t seed : {0ULL, 7ULL, 18446744073709551615ULL}) {
+      INFO("symbols " << options.symbols << " lengths " << options.min_len << ".." << options.max_len << " seed " << seed);
+      TaskStream stream(options, seed);
+      CHECK(stream.take(300) == majority_reference(options, seed, 300));
+    }
+  // 65536 symbols, two words: about 65536 tries an example; O(V) tries took hours for a validation set.
+  const std::vector<Example> examples = validation_set({"majority", 65536, 2, 2}, 1, 200);
+  for (const Example& e : examples) CHECK(e.text == e.label + " " + e.label);
+}

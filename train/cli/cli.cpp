@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <limits>
+#include <new>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -16,17 +17,20 @@
 #include "train/attention_map.h"
 #include "train/batching.h"
 #include "train/bench.h"
+#include "train/cli/number_flags.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/interrupt.h"
 #include "train/read_file.h"
 #include "train/run_state.h"
+#include "train/model_config.h"
 #include "train/mpi/launch.h"
 #include "train/text_lines.h"
 #include "train/trainer.h"
 #include "train/tsv.h"
 
 using namespace tapegrad;
+using namespace tapegrad::cli;
 using nlohmann::json;
 
 namespace {
@@ -94,9 +98,16 @@ void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
   if (f.options.optimizer != "sgd") refuse({"--momentum"}, cat("applies to --optimizer sgd only, not ", f.options.optimizer));
   if (!given("--data") && !given("--train-size"))
     refuse({"--no-shuffle", "--epochs"}, "needs a fixed training set (--data or --train-size)");
-  for (const char* name : {"--steps", "--epochs"})
-    if (given(name) && cmd.get_option(name)->as<int64_t>() <= 0)
-      throw ValueError(cat(name, " must be positive, got ", cmd.get_option(name)->as<int64_t>()));
+  if (given("--init")) {  // the block is the checkpoint's: its config.json says whether it is moe
+    if (given("--moe-aux-weight") && read_model_config(f.options.init + "/config.json").ffn != "moe")
+      throw ValueError(cat("--moe-aux-weight applies to --ffn moe only, and the --init checkpoint ", f.options.init,
+                           " has no moe block"));
+  } else if (f.options.model.ffn != "moe") {
+    refuse({"--experts", "--top-k", "--moe-aux-weight"}, cat("applies to --ffn moe only, not --ffn ", f.options.model.ffn));
+  }
+  // 0 is the library's "derive it"; given on the command line it is a mistake.
+  for (auto [name, value] : {std::pair{"--steps", f.options.steps}, {"--epochs", f.options.epochs}})
+    if (given(name) && value <= 0) throw ValueError(cat(name, " must be positive, got ", value));
 }
 
 /// --<flag> choosing a registered component of Kind by name; the help lists every variant this program
@@ -114,7 +125,9 @@ std::string flag_for(std::string_view field) {
   if (field == "model.n_heads") return "--heads";
   if (field == "model.d_ff") return "--ff";
   if (field == "model.n_layers") return "--layers";
-  std::string flag = cat("--", field.substr(field.starts_with("model.") ? 6 : 0));  // model.d_model -> --d-model
+  for (std::string_view group : {"model.", "task."})  // model.d_model -> --d-model, task.max_len -> --max-len
+    if (field.starts_with(group)) field.remove_prefix(group.size());
+  std::string flag = cat("--", field);
   std::replace(flag.begin(), flag.end(), '_', '-');
   return flag;
 }
@@ -131,52 +144,52 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   TrainOptions& o = f.options;
   auto* cmd = app.add_subcommand("train", "Train a transformer encoder classifier on a built-in task or a TSV file");
   cmd->add_option("--task", f.task, "Built-in task: majority | order")->capture_default_str();
-  cmd->add_option("--data", o.data, "Training data: a TSV file of label<TAB>text lines");
-  cmd->add_option("--valid", o.valid, "Validation TSV (default: a seeded split of --data)");
-  cmd->add_option("--valid-fraction", o.valid_fraction, "Share of --data held out when --valid is not given")->capture_default_str();
-  cmd->add_option("--train-size", o.train_size, "Task only: a fixed training set of this many examples (0: fresh ones every batch)")->capture_default_str();
-  cmd->add_option("--valid-size", o.valid_size, "Task only: examples in the validation set (fewer for long sequences)")->capture_default_str();
-  cmd->add_option("--symbols", o.task.symbols, "Task vocabulary size V (words t0..t{V-1})")->capture_default_str();
-  cmd->add_option("--min-len", o.task.min_len, "Shortest generated sequence")->capture_default_str();
-  cmd->add_option("--max-len", o.task.max_len, "Longest generated sequence")->capture_default_str();
-  cmd->add_option("--d-model", o.model.d_model, "Model width")->capture_default_str();
-  cmd->add_option("--heads", o.model.n_heads, "Attention heads")->capture_default_str();
-  cmd->add_option("--ff", o.model.d_ff, "Feed-forward width")->capture_default_str();
-  cmd->add_option("--layers", o.model.n_layers, "Encoder layers")->capture_default_str();
-  cmd->add_option("--context-length", o.context_length, "Longest sequence the model accepts (0: the longest the data can produce)")->capture_default_str();
+  add_path_option(cmd, "--data", o.data, "Training data: a TSV file of label<TAB>text lines");
+  add_path_option(cmd, "--valid", o.valid, "Validation TSV (default: a seeded split of --data)");
+  add_real_option(cmd, "--valid-fraction", o.valid_fraction, "Share of --data held out when --valid is not given")->capture_default_str();
+  add_integer_option(cmd, "--train-size", o.train_size, "Task only: a fixed training set of this many examples (0: fresh ones every batch)")->capture_default_str();
+  add_integer_option(cmd, "--valid-size", o.valid_size, "Task only: examples in the validation set (fewer for long sequences)")->capture_default_str();
+  add_integer_option(cmd, "--symbols", o.task.symbols, "Task vocabulary size V (words t0..t{V-1})")->capture_default_str();
+  add_integer_option(cmd, "--min-len", o.task.min_len, "Shortest generated sequence")->capture_default_str();
+  add_integer_option(cmd, "--max-len", o.task.max_len, "Longest generated sequence")->capture_default_str();
+  add_integer_option(cmd, "--d-model", o.model.d_model, "Model width")->capture_default_str();
+  add_integer_option(cmd, "--heads", o.model.n_heads, "Attention heads")->capture_default_str();
+  add_integer_option(cmd, "--ff", o.model.d_ff, "Feed-forward width")->capture_default_str();
+  add_integer_option(cmd, "--layers", o.model.n_layers, "Encoder layers")->capture_default_str();
+  add_integer_option(cmd, "--context-length", o.context_length, "Longest sequence the model accepts (0: the longest the data can produce)")->capture_default_str();
   add_component_option<nn::PositionalKind>(cmd, "--positional", o.model.positional, "Position information");
   add_component_option<nn::AttentionKind>(cmd, "--attention", o.model.attention, "Self-attention of each layer");
   add_component_option<nn::NormKind>(cmd, "--norm", o.model.norm, "Normalisation of each layer (and the final one)");
   add_component_option<nn::FeedForwardKind>(cmd, "--ffn", o.model.ffn, "Position-wise block of each layer");
-  cmd->add_option("--experts", o.model.experts, "--ffn moe: experts per layer")->capture_default_str();
-  cmd->add_option("--top-k", o.model.top_k, "--ffn moe: experts each token goes through")->capture_default_str();
-  cmd->add_option("--moe-aux-weight", o.model.moe_aux_weight, "--ffn moe: weight of the load-balancing loss")
+  add_integer_option(cmd, "--experts", o.model.experts, "--ffn moe: experts per layer")->capture_default_str();
+  add_integer_option(cmd, "--top-k", o.model.top_k, "--ffn moe: experts each token goes through")->capture_default_str();
+  add_real_option(cmd, "--moe-aux-weight", o.model.moe_aux_weight, "--ffn moe: weight of the load-balancing loss")
       ->capture_default_str();
   add_component_option<nn::ActivationKind>(cmd, "--activation", o.model.activation, "Activation of the feed-forward block");
   add_component_option<nn::PoolKind>(cmd, "--pool", o.model.pool, "How a sequence becomes one vector");
   cmd->add_flag("--norm-first", o.model.norm_first, "Pre-LN layers (the norm before attention and feed-forward)");
   cmd->add_flag("--final-norm", o.model.final_norm, "A norm after the last encoder layer");
-  cmd->add_option("--dropout", o.model.dropout, "Dropout probability")->capture_default_str();
+  add_real_option(cmd, "--dropout", o.model.dropout, "Dropout probability")->capture_default_str();
   cmd->add_flag("--causal", o.model.causal, "Causal self-attention: each position sees earlier ones only (GPT-style)");
-  cmd->add_option("--temperature", o.model.temperature, "Attention softmax temperature: softmax(q k^T / (sqrt(D) * t))")->capture_default_str();
+  add_real_option(cmd, "--temperature", o.model.temperature, "Attention softmax temperature: softmax(q k^T / (sqrt(D) * t))")->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "sgd | adam | adamw")->capture_default_str();
-  cmd->add_option("--lr", o.lr, "Learning rate")->capture_default_str();
-  cmd->add_option("--weight-decay", o.weight_decay, "Weight decay (decoupled for adamw, L2 otherwise)")->capture_default_str();
-  cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str();
-  cmd->add_option("--warmup", o.warmup, "Linear warm-up steps")->capture_default_str();
+  add_real_option(cmd, "--lr", o.lr, "Learning rate")->capture_default_str();
+  add_real_option(cmd, "--weight-decay", o.weight_decay, "Weight decay (decoupled for adamw, L2 otherwise)")->capture_default_str();
+  add_real_option(cmd, "--momentum", o.momentum, "SGD momentum")->capture_default_str();
+  add_integer_option(cmd, "--warmup", o.warmup, "Linear warm-up steps")->capture_default_str();
   cmd->add_option("--schedule", o.schedule, "Learning rate after warm-up: constant | cosine | linear")->capture_default_str();
-  cmd->add_option("--clip-grad", o.clip_grad, "Clip the global gradient norm to this (0: off)")->capture_default_str();
-  cmd->add_option("--batch-size", o.batch_size, "Examples per step")->capture_default_str();
-  cmd->add_option("--steps", o.steps, "Total optimizer steps (default 2000, or from --epochs)");
-  cmd->add_option("--epochs", o.epochs, "Passes over a fixed training set (--data or --train-size)");
-  cmd->add_option("--seed", o.seed, "Seed of every random stream")->capture_default_str();
-  cmd->add_option("--threads", o.threads, "Threads for everything, BLAS included (0: every core)")->capture_default_str();
-  cmd->add_option("--eval-every", o.eval_every, "Validate (and checkpoint) every this many steps")->capture_default_str();
-  cmd->add_option("--log-every", o.log_every, "Add the mean training loss of the last this many steps to metrics.csv and curves.svg")->capture_default_str();
-  cmd->add_option("--target-acc", o.target_acc, "Stop once validation accuracy reaches this fraction (0: never)")->capture_default_str();
-  cmd->add_option("--out", o.out, "Run directory: checkpoint, best/, metrics.csv, curves.svg")->capture_default_str();
-  cmd->add_option("--init", o.init, "Start from this checkpoint's weights and vocabulary, with a fresh optimizer");
-  cmd->add_option("--resume", f.resume, "Continue this run directory exactly where it stopped (--steps sets a new total)");
+  add_real_option(cmd, "--clip-grad", o.clip_grad, "Clip the global gradient norm to this (0: off)")->capture_default_str();
+  add_integer_option(cmd, "--batch-size", o.batch_size, "Examples per step")->capture_default_str();
+  add_integer_option(cmd, "--steps", o.steps, "Total optimizer steps (default 2000, or from --epochs)");
+  add_integer_option(cmd, "--epochs", o.epochs, "Passes over a fixed training set (--data or --train-size)");
+  add_integer_option(cmd, "--seed", o.seed, "Seed of every random stream")->capture_default_str();
+  add_integer_option(cmd, "--threads", o.threads, "Threads for everything, BLAS included (0: every core)")->capture_default_str();
+  add_integer_option(cmd, "--eval-every", o.eval_every, "Validate (and checkpoint) every this many steps")->capture_default_str();
+  add_integer_option(cmd, "--log-every", o.log_every, "Add the mean training loss of the last this many steps to metrics.csv and curves.svg")->capture_default_str();
+  add_real_option(cmd, "--target-acc", o.target_acc, "Stop once validation accuracy reaches this fraction (0: never)")->capture_default_str();
+  add_path_option(cmd, "--out", o.out, "Run directory: checkpoint, best/, metrics.csv, curves.svg")->capture_default_str();
+  add_path_option(cmd, "--init", o.init, "Start from this checkpoint's weights and vocabulary, with a fresh optimizer");
+  add_path_option(cmd, "--resume", f.resume, "Continue this run directory exactly where it stopped (--steps sets a new total)");
   cmd->add_flag("--no-shuffle", f.no_shuffle, "Visit a fixed training set in file order");
   cmd->add_flag("--overwrite", o.overwrite, "Replace a training run already in --out (refused otherwise)");
   cmd->add_flag("--json", f.json, "Print one JSON line with the results on stdout at the end");
@@ -187,9 +200,9 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   cmd->add_flag("--exact-reduction", f.data_parallel.exact,
                 "mpirun: add the ranks' gradients in rank order in double, the same bits in every run (slower)");
   cmd->add_flag("--no-overlap", f.no_overlap, "mpirun: sum the gradients after backward, not bucket by bucket during it");
-  cmd->add_option("--bucket-mb", f.data_parallel.bucket_mb, "mpirun: gradient megabytes per bucket summed during backward")
+  add_real_option(cmd, "--bucket-mb", f.data_parallel.bucket_mb, "mpirun: gradient megabytes per bucket summed during backward")
       ->capture_default_str();
-  cmd->add_option("--comm-timeout", f.comm_timeout, "mpirun: seconds to wait for the other ranks before stopping")
+  add_real_option(cmd, "--comm-timeout", f.comm_timeout, "mpirun: seconds to wait for the other ranks before stopping")
       ->capture_default_str();
   cmd->callback([&f, program, cmd] {
     const auto check_flags = [&] {
@@ -347,14 +360,14 @@ void check_texts(const std::vector<std::string>& texts) {
 
 void add_eval(CLI::App& app, EvalFlags& f) {
   auto* cmd = app.add_subcommand("eval", "Loss, accuracy and confusion matrix of a checkpoint on a task or a TSV file");
-  cmd->add_option("--checkpoint", f.checkpoint, "Checkpoint directory (a run directory or its best/)")->required();
+  add_path_option(cmd, "--checkpoint", f.checkpoint, "Checkpoint directory (a run directory or its best/)")->required();
   auto* task = cmd->add_option("--task", f.task, "Built-in task: majority | order (the task's validation set)");
-  auto* data = cmd->add_option("--data", f.data, "A TSV file of label<TAB>text lines");
+  auto* data = add_path_option(cmd, "--data", f.data, "A TSV file of label<TAB>text lines");
   task->excludes(data);
-  auto* symbols = cmd->add_option("--symbols", f.task_options.symbols, "Task vocabulary size (default: as trained)");
-  auto* min_len = cmd->add_option("--min-len", f.task_options.min_len, "Shortest generated sequence (default: as trained)");
-  auto* max_len = cmd->add_option("--max-len", f.task_options.max_len, "Longest generated sequence (default: as trained)");
-  auto* seed = cmd->add_option("--seed", f.seed, "Seed of the task's validation stream (default: as trained)");
+  auto* symbols = add_integer_option(cmd, "--symbols", f.task_options.symbols, "Task vocabulary size (default: as trained)");
+  auto* min_len = add_integer_option(cmd, "--min-len", f.task_options.min_len, "Shortest generated sequence (default: as trained)");
+  auto* max_len = add_integer_option(cmd, "--max-len", f.task_options.max_len, "Longest generated sequence (default: as trained)");
+  auto* seed = add_integer_option(cmd, "--seed", f.seed, "Seed of the task's validation stream (default: as trained)");
   cmd->add_flag("--json", f.json, "Print the results as one JSON object");
   cmd->callback([&f, symbols, min_len, max_len, seed] {
     if (f.task.empty() && f.data.empty()) throw ValueError("eval: give --task or --data");
@@ -417,9 +430,9 @@ struct PredictFlags {
 
 void add_predict(CLI::App& app, PredictFlags& f) {
   auto* cmd = app.add_subcommand("predict", "Label and class probabilities of texts (from --text or one per line on stdin)");
-  cmd->add_option("--checkpoint", f.checkpoint, "Checkpoint directory (a run directory or its best/)")->required();
+  add_path_option(cmd, "--checkpoint", f.checkpoint, "Checkpoint directory (a run directory or its best/)")->required();
   cmd->add_option("--text", f.texts, "A text to classify (repeatable)");
-  cmd->add_option("--attention-svg", f.attention_svg, "Draw the attention weights of the first text as heatmaps into this SVG file");
+  add_path_option(cmd, "--attention-svg", f.attention_svg, "Draw the attention weights of the first text as heatmaps into this SVG file");
   cmd->add_flag("--json", f.json, "One JSON object per text: label, probs, logits");
   cmd->callback([&f] {
     if (!f.attention_svg.empty()) {
@@ -497,17 +510,36 @@ void add_predict(CLI::App& app, PredictFlags& f) {
 }
 
 // ---- gradcheck ----
-void add_gradcheck(CLI::App& app, bool& as_json, std::string& filter) {
+struct GradcheckFlags {
+  bool json = false, list = false;
+  std::string filter;
+};
+
+void add_gradcheck(CLI::App& app, GradcheckFlags& f) {
   auto* cmd = app.add_subcommand("gradcheck", "Run the float64 gradient checks of every op and layer");
-  cmd->add_flag("--json", as_json, "One JSON object with every case");
-  cmd->add_option("--filter", filter, "Only cases whose name contains this");
-  cmd->callback([&as_json, &filter] {
+  auto* as_json = cmd->add_flag("--json", f.json, "One JSON object with every case");
+  cmd->add_option("--filter", f.filter, "Only cases whose name contains this");
+  cmd->add_flag("--list", f.list, "Print the names of the cases (those --filter picks) without running them")
+      ->excludes(as_json);
+  cmd->callback([&f] {
+    const bool as_json = f.json;
+    const std::string& filter = f.filter;
     json cases = json::array();
     int failed = 0, run = 0;
     double worst_rel = 0;
+    std::vector<const GradcheckCase*> chosen;
+    for (const GradcheckCase& c : gradcheck_cases())
+      if (c.name.find(filter) != std::string::npos) chosen.push_back(&c);
+    if (chosen.empty())  // before any output: a mistyped filter in CI must not look green
+      throw ValueError(cat("--filter '", filter, "' matches none of the ", gradcheck_cases().size(),
+                           " cases (tapegrad gradcheck --list names them all)"));
+    if (f.list) {
+      for (const GradcheckCase* c : chosen) std::printf("%s\n", c->name.c_str());
+      return;
+    }
     if (!as_json) std::printf("%-48s %12s %12s  %s\n", "case", "max abs err", "max rel err", "result");
-    for (const GradcheckCase& c : gradcheck_cases()) {
-      if (!filter.empty() && c.name.find(filter) == std::string::npos) continue;
+    for (const GradcheckCase* chosen_case : chosen) {
+      const GradcheckCase& c = *chosen_case;
       const GradcheckResult r = c.run(GradcheckOptions::float64());
       ++run;
       failed += !r.passed;
@@ -529,39 +561,55 @@ void add_gradcheck(CLI::App& app, bool& as_json, std::string& filter) {
 
 struct BenchFlags {
   std::vector<std::string> configs{"small", "medium"};
-  int64_t d_model = -1, heads = -1, d_ff = -1, layers = -1, seq = -1, batch = -1, warmup = -1, steps = -1;  // -1: as named
+  int64_t d_model = 0, heads = 0, d_ff = 0, layers = 0, seq = 0, batch = 0, warmup = 0, steps = 0;  // when given
   int threads = 0;
   bool json = false;
 };
 
 void add_bench(CLI::App& app, BenchFlags& f) {
   auto* cmd = app.add_subcommand("bench", "Time training steps of named model sizes (see docs/performance.md)");
-  cmd->add_option("--config", f.configs, "Named configurations, comma-separated: small, medium")
+  cmd->add_option("--config", f.configs, cat("Named configurations, comma-separated: ", bench_config_names()))
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--d-model", f.d_model, "Override d_model");
-  cmd->add_option("--heads", f.heads, "Override the number of heads");
-  cmd->add_option("--d-ff", f.d_ff, "Override d_ff");
-  cmd->add_option("--layers", f.layers, "Override the number of layers");
-  cmd->add_option("--seq", f.seq, "Override the sequence length T");
-  cmd->add_option("--batch", f.batch, "Override the batch size");
-  cmd->add_option("--warmup", f.warmup, "Override the untimed warm-up steps");
-  cmd->add_option("--steps", f.steps, "Override the timed steps");
-  cmd->add_option("--threads", f.threads, "Threads (0: every core)")->capture_default_str();
+  // Each override given replaces its field in every configuration; the others keep the configuration's.
+  struct Override {
+    CLI::Option* option;
+    const int64_t* value;
+    int64_t BenchConfig::*field;
+  };
+  const auto override_option = [&](const char* flag, int64_t& value, int64_t BenchConfig::*field, const char* help) {
+    return Override{add_integer_option(cmd, flag, value, help), &value, field};
+  };
+  const std::vector<Override> overrides = {
+      override_option("--d-model", f.d_model, &BenchConfig::d_model, "Override d_model"),
+      override_option("--heads", f.heads, &BenchConfig::heads, "Override the number of heads"),
+      override_option("--d-ff", f.d_ff, &BenchConfig::d_ff, "Override d_ff"),
+      override_option("--layers", f.layers, &BenchConfig::layers, "Override the number of layers"),
+      override_option("--seq", f.seq, &BenchConfig::seq, "Override the sequence length T"),
+      override_option("--batch", f.batch, &BenchConfig::batch, "Override the batch size"),
+      override_option("--warmup", f.warmup, &BenchConfig::warmup, "Override the untimed warm-up steps"),
+      override_option("--steps", f.steps, &BenchConfig::steps, "Override the timed steps")};
+  add_integer_option(cmd, "--threads", f.threads, "Threads (0: every core)")->capture_default_str();
   cmd->add_flag("--json", f.json, "One JSON line per configuration");
-  cmd->callback([&f] {
+  cmd->callback([&f, overrides, cmd] {
+    // Every configuration is built and checked before any is measured: a bad value in the second must not
+    // be found after the first has run.
+    std::vector<BenchConfig> configs;
+    for (const std::string& name : f.configs) {
+      BenchConfig config = bench_config(name);
+      for (const Override& o : overrides)
+        if (o.option->count() > 0) config.*o.field = *o.value;
+      if (cmd->get_option("--steps")->count() > 0)  // no more timed chunks than steps
+        config.repeats = std::min<int64_t>(config.repeats, std::max<int64_t>(f.steps, 1));
+      config.threads = f.threads;
+      validate(config);
+      configs.push_back(config);
+    }
     // Measured again before each configuration, keeping the best: a neighbour that ran during one
     // measurement would otherwise understate the peak and overstate every utilisation after it.
     double peak = 0;
-    for (const std::string& name : f.configs) {
+    for (const BenchConfig& config : configs) {
       peak = std::max(peak, measure_fma_peak_gflops(f.threads));
-      BenchConfig config = bench_config(name);
-      for (auto [flag, field] : {std::pair{f.d_model, &config.d_model}, {f.heads, &config.heads}, {f.d_ff, &config.d_ff},
-                                 {f.layers, &config.layers}, {f.seq, &config.seq}, {f.batch, &config.batch},
-                                 {f.warmup, &config.warmup}, {f.steps, &config.steps}})
-        if (flag >= 0) *field = flag;
-      if (f.steps >= 0) config.repeats = std::min<int64_t>(config.repeats, std::max<int64_t>(f.steps, 1));
-      config.threads = f.threads;
       const BenchResult result = run_bench(config, peak);
       if (f.json) std::cout << to_json(result).dump() << std::endl;
       else std::cout << describe(result) << std::flush;
@@ -580,12 +628,11 @@ int tapegrad::cli::main(int argc, char** argv) {
   TrainFlags train_flags;
   EvalFlags eval_flags;
   PredictFlags predict_flags;
-  bool gradcheck_json = false;
-  std::string gradcheck_filter;
+  GradcheckFlags gradcheck_flags;
   add_train(app, train_flags, argv[0]);
   add_eval(app, eval_flags);
   add_predict(app, predict_flags);
-  add_gradcheck(app, gradcheck_json, gradcheck_filter);
+  add_gradcheck(app, gradcheck_flags);
   BenchFlags bench_flags;
   add_bench(app, bench_flags);
   // Only training runs on several ranks; anything else mpirun starts N times would do N times the same.
@@ -603,7 +650,8 @@ int tapegrad::cli::main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::fprintf(stderr, "tapegrad: %s (see --help)\n", e.what());
+    const std::string sub = app.get_subcommands().empty() ? "" : " " + app.get_subcommands()[0]->get_name();
+    std::fprintf(stderr, "tapegrad%s: %s (see tapegrad%s --help)\n", sub.c_str(), e.what(), sub.c_str());
     return 2;
   } catch (const Interrupted& e) {  // stopped by SIGINT or SIGTERM after saving: exit as a shell reports it
     if (train_flags.launch.rank == 0) std::fprintf(stderr, "%s\n", e.what());
@@ -611,7 +659,10 @@ int tapegrad::cli::main(int argc, char** argv) {
   } catch (const AgreedError& e) {  // every rank knows: rank 0 says it once
     if (train_flags.launch.rank == 0) std::fprintf(stderr, "tapegrad train: %s\n", e.what());
     return 1;
-  } catch (const std::exception& e) {
+  } catch (const std::exception& caught) {
+    // bad_alloc is the last line of defence: the checks before allocating should have named the flag.
+    const std::runtime_error out_of_memory("out of memory (an allocation failed); lower the sizes the command line asks for");
+    const std::exception& e = dynamic_cast<const std::bad_alloc*>(&caught) ? out_of_memory : caught;
     if (train_flags.launch.ranks > 1 && !train_flags.ranks && train_flags.launch.rank != 0) return 1;  // rank 0 says it
     if (train_flags.ranks && train_flags.ranks->size() > 1) {
       // Only this rank knows: the others would wait for it in their next collective, so all stop now.
