@@ -111,6 +111,20 @@ TEST_CASE("model settings: --valid-size sets a built-in task's validation set, a
   require_one_line_error(run_cli(dir, "train --data x.tsv --valid-size 10 --out " + quote(dir / "o")),
                          "--valid-size configures a built-in task");
   require_one_line_error(run_cli(dir, "train --valid-size 0 --out " + quote(dir / "o")), "--valid-size");
+  // eval validates on the task as trained: the same number of examples, unless --valid-size says otherwise
+  REQUIRE(run_cli(dir, "train --valid-size 50 --steps 10 --out " + quote(dir / "run")).exit_code == 0);
+  const auto examples = [&](const std::string& flags) {
+    const Result r = run_cli(dir, "eval --checkpoint " + quote(dir / "run") + " --task majority --json" + flags);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return json::parse(r.out).at("examples").get<int64_t>();
+  };
+  CHECK(examples("") == 50);
+  CHECK(examples(" --valid-size 70") == 70);
+  require_one_line_error(run_cli(dir, "eval --checkpoint " + quote(dir / "run") + " --task majority --valid-size 0"),
+                         "--valid-size must be in [1, ");
+  require_one_line_error(run_cli(dir, "eval --checkpoint " + quote(dir / "run") + " --data x.tsv --valid-size 9"),
+                         "--valid-size configures a built-in task");
 }
 
 TEST_CASE("model settings: docs/reliability.md lists every row of this file") {

@@ -267,6 +267,7 @@ struct EvalFlags {
   std::string checkpoint, task, data;
   TaskOptions task_options;
   uint64_t seed = 0;
+  int64_t valid_size = TrainOptions().valid_size;
   bool json = false;
 };
 
@@ -368,11 +369,13 @@ void add_eval(CLI::App& app, EvalFlags& f) {
   auto* min_len = add_integer_option(cmd, "--min-len", f.task_options.min_len, "Shortest generated sequence (default: as trained)");
   auto* max_len = add_integer_option(cmd, "--max-len", f.task_options.max_len, "Longest generated sequence (default: as trained)");
   auto* seed = add_integer_option(cmd, "--seed", f.seed, "Seed of the task's validation stream (default: as trained)");
+  auto* valid_size =
+      add_integer_option(cmd, "--valid-size", f.valid_size, "Examples of the task's validation set (default: as trained)");
   cmd->add_flag("--json", f.json, "Print the results as one JSON object");
-  cmd->callback([&f, symbols, min_len, max_len, seed] {
+  cmd->callback([&f, symbols, min_len, max_len, seed, valid_size] {
     if (f.task.empty() && f.data.empty()) throw ValueError("eval: give --task or --data");
     if (!f.data.empty())
-      for (const CLI::Option* option : {symbols, min_len, max_len, seed})
+      for (const CLI::Option* option : {symbols, min_len, max_len, seed, valid_size})
         if (option->count() > 0) throw ValueError(cat(option->get_name(), " configures a built-in task, which --data replaces"));
     LoadedModel loaded = load_model_for_outputs(f.checkpoint);
     std::vector<Example> examples;
@@ -386,9 +389,17 @@ void add_eval(CLI::App& app, EvalFlags& f) {
         if (!min_len->count()) task.min_len = saved->task.min_len;
         if (!max_len->count()) task.max_len = saved->task.max_len;
         if (!seed->count()) task_seed = saved->seed;
+        if (!valid_size->count()) f.valid_size = saved->valid_size;
       }
       task.name = f.task;
-      examples = validation_set(task, task_seed);
+      // The task's settings and the memory of its examples, checked as train checks them, by flag, before
+      // any example is generated (the model is the checkpoint's, already loaded).
+      TrainOptions as_trained;
+      as_trained.task = task;
+      as_trained.valid_size = f.valid_size;
+      as_trained.init = as_trained.out = f.checkpoint;
+      validate(as_trained, flag_for);
+      examples = validation_set(task, task_seed, f.valid_size);
     }
     const std::set<std::string> known(loaded.labels.begin(), loaded.labels.end());
     for (const Example& e : examples)
