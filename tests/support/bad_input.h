@@ -2,6 +2,8 @@
 // A row of a bad-input table: what docs/reliability.md lists, the command that gets it, and what the one line of
 // the refusal must say; and what "nothing was touched" is checked against: a folder's contents.
 #include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -12,16 +14,27 @@
 namespace tapegrad::testing {
 
 struct BadInput {
-  std::string name;      // as docs/reliability.md lists it
-  std::string args;      // after `tapegrad`, shell-quoted
-  std::string mentions;  // what the one line must say
+  std::string name;       // as docs/reliability.md lists it
+  std::string args;       // after `tapegrad`, shell-quoted
+  std::string mentions;   // what the one line must say
+  std::string input = {};  // stdin
 };
 
-/// Each case refused by `tapegrad <args>` with one line that says `mentions`.
+/// Each case refused by `tapegrad <args>` with one line that says `mentions`, in tapegrad's words (never a
+/// library's exception text). TAPEGRAD_PRINT_ERRORS=1 prints each row with the line, the test's folder left
+/// out, for docs/reliability.md's tables.
 inline void require_refused(const TempDir& dir, const std::vector<BadInput>& cases) {
   for (const BadInput& c : cases) {
     INFO(c.name << ": tapegrad " << c.args);
-    require_one_line_error(run_cli(dir, c.args), c.mentions);
+    const Result r = run_cli(dir, c.args, c.input);
+    require_one_line_error(r, c.mentions);
+    CHECK_THAT(r.err, !Catch::Contains("json.exception"));
+    if (std::getenv("TAPEGRAD_PRINT_ERRORS")) {
+      std::string shown = r.err.substr(0, r.err.size() - 1);
+      const std::string folder = dir.path.string() + "/";
+      for (size_t at; (at = shown.find(folder)) != std::string::npos;) shown.erase(at, folder.size());
+      std::printf("| %s | `%s` |\n", c.name.c_str(), shown.c_str());
+    }
   }
 }
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <regex>
 
-#include "support/cli.h"
+#include "support/bad_input.h"
 #include "support/temp_dir.h"
 
 using namespace tapegrad;
@@ -18,19 +18,6 @@ using namespace testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct BadInput {
-  std::string name;      // as docs/reliability.md lists it
-  std::string args;      // after `tapegrad`, shell-quoted
-  std::string mentions;  // what the one line must say
-};
-
-void require_refused(const TempDir& dir, const std::vector<BadInput>& cases) {
-  for (const BadInput& c : cases) {
-    INFO(c.name << ": tapegrad " << c.args);
-    require_one_line_error(run_cli(dir, c.args), c.mentions);
-  }
-}
 
 std::vector<BadInput> bad_values(const std::string& out) {
   return {{
@@ -364,15 +351,10 @@ TEST_CASE("bad inputs: data from a pipe is read once, and --resume takes the sam
 }
 
 TEST_CASE("bad inputs: docs/reliability.md lists every command-line row of this file") {
-  const std::string docs = read_file(std::string(TAPEGRAD_SOURCE_DIR) + "/docs/reliability.md");
-  REQUIRE(!docs.empty());
   std::vector<BadInput> rows = bad_values("");
   for (const auto& table : {flags_without_effect("", "", ""), numbers_and_sizes(""), under_an_address_space_limit(""),
                             out_is_a_file(""),
                             cannot_classify("", "", "", "", ""), resume_other_data("", "")})
     rows.insert(rows.end(), table.begin(), table.end());
-  for (const BadInput& row : rows) {
-    INFO(row.name);
-    CHECK_THAT(docs, Catch::Contains("| " + row.name + " |"));
-  }
+  require_documented(rows);
 }

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/autograd.h"
-#include "support/cli.h"
+#include "support/bad_input.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
@@ -23,12 +23,7 @@ using nlohmann::json;
 
 namespace {
 
-struct Row {
-  std::string name;      // as docs/reliability.md lists it
-  std::string args;      // after `tapegrad`, shell-quoted
-  std::string mentions;  // what the one line must say
-  std::string input;     // stdin
-};
+using Row = BadInput;
 
 /// A small untrained model (vocab <pad> <unk> <cls> a b c, labels neg and pos, 2 heads), written as
 /// training writes a checkpoint.
@@ -115,21 +110,6 @@ std::vector<Row> attention_rows(const std::string& run, const std::string& long_
   }};
 }
 
-void require_refused(const TempDir& dir, const std::vector<Row>& rows) {
-  for (const Row& row : rows) {
-    INFO(row.name << ": tapegrad " << row.args);
-    const Result r = run_cli(dir, row.args, row.input);
-    require_one_line_error(r, row.mentions);
-    CHECK_THAT(r.err, !Catch::Contains("json.exception"));
-    // The rows of docs/reliability.md's table: TAPEGRAD_PRINT_ERRORS=1 test_train "outputs:*"
-    if (std::getenv("TAPEGRAD_PRINT_ERRORS")) {
-      std::string shown = r.err.substr(0, r.err.size() - 1);
-      for (size_t at; (at = shown.find(dir.path.string() + "/")) != std::string::npos;) shown.erase(at, dir.path.string().size() + 1);
-      std::printf("| %s | `%s` |\n", row.name.c_str(), shown.c_str());
-    }
-  }
-}
-
 }  // namespace
 
 TEST_CASE("outputs: predict and eval refuse outputs that are not finite, naming the checkpoint and the cause") {
@@ -212,12 +192,7 @@ TEST_CASE("outputs: eval says how many texts were cut to the context length") {
 }
 
 TEST_CASE("outputs: docs/reliability.md lists every row of this file") {
-  const std::string docs = read_file(std::string(TAPEGRAD_SOURCE_DIR) + "/docs/reliability.md");
-  REQUIRE(!docs.empty());
   std::vector<Row> rows = non_finite_rows("", "", "", "");
   for (const auto& table : {text_rows(""), attention_rows("", "", "", "", "")}) rows.insert(rows.end(), table.begin(), table.end());
-  for (const Row& row : rows) {
-    INFO(row.name);
-    CHECK_THAT(docs, Catch::Contains("| " + row.name + " |"));
-  }
+  require_documented(rows);
 }
