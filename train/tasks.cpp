@@ -30,17 +30,18 @@ const std::vector<std::string>& task_names() {
   return names;
 }
 
-void validate_task(const TaskOptions& o) {
+void validate_task(const TaskOptions& o, const std::function<std::string(std::string_view)>& name) {
   const auto& names = task_names();
   if (std::find(names.begin(), names.end(), o.name) == names.end())
-    throw ValueError(cat("task: unknown task '", o.name, "' (choose one of: ", join(names), ")"));
+    throw ValueError(cat(name("name"), ": unknown task '", o.name, "' (choose one of: ", join(names), ")"));
   if (o.symbols < 2 || o.symbols > kMaxSymbols)
-    throw ValueError(cat("task ", o.name, ": symbols = ", o.symbols, " is outside [2, ", kMaxSymbols, "]"));
+    throw ValueError(cat(name("symbols"), " ", o.symbols, " is outside [2, ", kMaxSymbols, "] (task ", o.name, ")"));
   if (o.min_len < 1 || o.min_len > o.max_len || o.max_len > kMaxLength)
-    throw ValueError(cat("task ", o.name, ": lengths need 1 <= min_len <= max_len <= ", kMaxLength,
-                         ", got min_len = ", o.min_len, ", max_len = ", o.max_len));
+    throw ValueError(cat("task ", o.name, ": lengths need 1 <= ", name("min_len"), " <= ", name("max_len"), " <= ",
+                         kMaxLength, ", got ", name("min_len"), " ", o.min_len, " and ", name("max_len"), " ", o.max_len));
   if (o.name == "order" && o.max_len < 2)
-    throw ValueError(cat("task order: max_len = ", o.max_len, " leaves no room for both markers (needs >= 2)"));
+    throw ValueError(cat("task order: ", name("max_len"), " ", o.max_len,
+                         " leaves no room for both markers (needs >= 2)"));
 }
 
 TaskStream::TaskStream(TaskOptions options, uint64_t seed) : options_(std::move(options)), gen_(seed) {

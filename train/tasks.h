@@ -8,9 +8,12 @@
 // Draw order per example (part of the format: a seed names the same data forever):
 //   majority: L, then each word;  order: L, position of A, position of B, then each filler word.
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "autograd/error.h"
 #include "autograd/random.h"
 
 namespace tapegrad {
@@ -34,7 +37,10 @@ const std::vector<std::string>& task_names();
 
 /// Throws ValueError when the options describe no task: unknown name (the message lists the choices),
 /// symbols outside [2, kMaxSymbols], lengths outside 1 <= min_len <= max_len <= kMaxLength, order with max_len < 2.
-void validate_task(const TaskOptions& options);
+/// `name` names a field ("symbols") as the caller does: "TaskOptions.symbols" by default, the flag "--symbols"
+/// on the command line.
+void validate_task(const TaskOptions& options, const std::function<std::string(std::string_view field)>& name =
+                                                   [](std::string_view field) { return cat("TaskOptions.", field); });
 
 /// Upper bounds that only a typo exceeds: labels() and the vocabulary grow with symbols, an example with L.
 inline constexpr int64_t kMaxSymbols = int64_t{1} << 16;

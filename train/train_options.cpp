@@ -93,7 +93,7 @@ void validate(const TrainOptions& o, const OptionNames& name) {
       require(o.valid_fraction > 0 && o.valid_fraction < 1, "valid_fraction",
               cat("in (0, 1) (the share of ", name("data"), " held out)"), o.valid_fraction);
   } else {
-    validate_task(o.task);
+    validate_task(o.task, [&name](std::string_view field) { return name(cat("task.", field)); });
   }
   if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw")
     throw ValueError(cat(name("optimizer"), ": '", o.optimizer, "' is not one of sgd, adam, adamw"));

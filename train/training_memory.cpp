@@ -25,9 +25,6 @@ std::string gib(double bytes) {
   return text;
 }
 
-/// The validation set of a built-in task: validation_set()'s default size.
-constexpr double kTaskValidationExamples = 2000;
-
 /// The model a built-in task implies, before any example exists: the task's words and the reserved tokens,
 /// one class per symbol (majority) or two (order), and a context of max_len (+ <cls>) unless given.
 nn::ClassifierOptions model_of_task(const TrainOptions& o) {
@@ -60,7 +57,7 @@ double task_examples_bytes(const TrainOptions& o) {
   if (!o.data.empty()) return 0;
   const double word = 2.0 + static_cast<double>(std::to_string(std::max<int64_t>(o.task.symbols - 1, 0)).size());
   const double example = 64 + 8 + 32 + static_cast<double>(o.task.max_len) * word;
-  return example * (static_cast<double>(o.train_size) + kTaskValidationExamples);
+  return example * (static_cast<double>(o.train_size) + static_cast<double>(o.valid_size));
 }
 
 MemoryLimit memory_limit() {
@@ -117,9 +114,10 @@ void check_memory_before_data(const TrainOptions& o, const OptionNames& name) {
   if (examples + model <= machine.bytes) return;
   if (examples >= model)
     throw ValueError(cat("the task's examples need about ", gib(examples), " (", o.train_size, " training and ",
-                         kTaskValidationExamples, " validation examples of up to ", o.task.max_len, " words)",
+                         o.valid_size, " validation examples of up to ", o.task.max_len, " words)",
                          model > 0 ? cat(", the model ", gib(model), " to train") : "", ": more than ",
-                         machine.described, "; lower ", name("train_size"), " or ", name("task.max_len")));
+                         machine.described, "; lower ", name("train_size"), ", ", name("valid_size"), " or ",
+                         name("task.max_len")));
   const std::string context = o.context_length > 0 ? name("context_length")
                                                     : cat(name("context_length"), " (or ", name("task.max_len"), ")");
   check_memory(task_model, cat(name("batch_size"), ", ", context, ", ", name("model.d_model"), ", ", name("model.d_ff"),

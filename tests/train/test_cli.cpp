@@ -34,7 +34,7 @@ TEST_CASE("train: cli every subcommand has --help listing its flags") {
         "--pool", "--positional", "--dropout", "--optimizer", "--lr", "--weight-decay", "--momentum", "--warmup",
         "--schedule", "--clip-grad", "--batch-size", "--steps", "--epochs", "--seed", "--threads", "--eval-every",
         "--target-acc", "--out", "--init", "--resume", "--no-shuffle", "--json"}},
-      {"eval", {"--checkpoint", "--task", "--data", "--symbols", "--min-len", "--max-len", "--seed", "--json"}},
+      {"eval", {"--checkpoint", "--task", "--data", "--symbols", "--min-len", "--max-len", "--seed", "--valid-size", "--json"}},
       {"predict", {"--checkpoint", "--text", "--attention-svg", "--json"}},
       {"gradcheck", {"--json", "--filter", "--list"}},
   };

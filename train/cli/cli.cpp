@@ -125,6 +125,7 @@ std::string flag_for(std::string_view field) {
   if (field == "model.n_heads") return "--heads";
   if (field == "model.d_ff") return "--ff";
   if (field == "model.n_layers") return "--layers";
+  if (field == "task.name") return "--task";
   for (std::string_view group : {"model.", "task."})  // model.d_model -> --d-model, task.max_len -> --max-len
     if (field.starts_with(group)) field.remove_prefix(group.size());
   std::string flag = cat("--", field);
