@@ -9,6 +9,7 @@
 
 #include "autograd/error.h"
 #include "train/atomic_file.h"
+#include "train/run_directory.h"
 #include "train/svg.h"
 
 namespace tapegrad {
@@ -65,6 +66,9 @@ int64_t attention_map_token_limit(int64_t panels) {
 void check_attention_map_path(const std::string& path) {
   if (path.size() < 4 || path.compare(path.size() - 4, 4, ".svg") != 0)
     throw IOError(cat(path, ": does not end in .svg (the attention map is an SVG picture)"));
+  if (const std::string run = run_holding_checkpoint(path); !run.empty())
+    throw IOError(cat(path, ": is inside a checkpoint of the run ", run,
+                      ": tapegrad never writes into a checkpoint (choose a path outside .checkpoints)"));
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(path, ec);
   if (status.type() == std::filesystem::file_type::not_found) return;

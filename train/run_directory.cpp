@@ -15,9 +15,14 @@ namespace {
 
 constexpr const char* kCheckpointStore = ".checkpoints";  // train/checkpoint.cpp publishes into it
 
-/// The run whose checkpoint store `path` passes through once links are followed (`run/best` resolves to
-/// `run/.checkpoints/step-...`), or "" when it passes through none.
-std::string run_around_checkpoint(const std::string& path) {
+bool is(const fs::path& path, fs::file_type type) {
+  std::error_code error;
+  return fs::symlink_status(path, error).type() == type;
+}
+
+}  // namespace
+
+std::string run_holding_checkpoint(const std::string& path) {
   std::error_code error;
   const fs::path resolved = fs::weakly_canonical(fs::absolute(path, error), error);
   if (error) return "";
@@ -29,13 +34,6 @@ std::string run_around_checkpoint(const std::string& path) {
   return "";
 }
 
-bool is(const fs::path& path, fs::file_type type) {
-  std::error_code error;
-  return fs::symlink_status(path, error).type() == type;
-}
-
-}  // namespace
-
 bool holds_run(const std::string& dir) {
   const fs::path root(dir);
   return is(root / "latest", fs::file_type::symlink) || is(root / kCheckpointStore, fs::file_type::directory) ||
@@ -44,7 +42,7 @@ bool holds_run(const std::string& dir) {
 
 void check_out_directory(const std::string& out, const std::string& flag) {
   if (out.empty()) throw ValueError(cat(flag, ": the path is empty"));
-  if (const std::string run = run_around_checkpoint(out); !run.empty())
+  if (const std::string run = run_holding_checkpoint(out); !run.empty())
     throw ValueError(cat(flag, " ", out, " is a checkpoint inside the run ", run,
                          ": tapegrad never writes into a checkpoint; choose another ", flag));
   std::error_code error;
@@ -80,7 +78,7 @@ void check_out_directory(const std::string& out, const std::string& flag) {
 
 void check_resume_directory(const std::string& dir) {
   if (dir.empty()) throw ValueError("--resume: the path is empty");
-  if (const std::string run = run_around_checkpoint(dir); !run.empty())
+  if (const std::string run = run_holding_checkpoint(dir); !run.empty())
     throw ValueError(cat("--resume ", dir, " is a checkpoint inside the run ", run,
                          ", not a run directory: --resume ", run, " continues that run, and --init ", dir,
                          " starts a new run from these weights"));

@@ -16,6 +16,12 @@ void check_out_directory(const std::string& out, const std::string& flag);
 /// --init that starts a new run from those weights: resuming it would write a run inside the checkpoint.
 void check_resume_directory(const std::string& dir);
 
+/// The run whose checkpoint store (`.checkpoints/`) `path` passes through once links are followed
+/// (`run/best/x.svg` is in `run/.checkpoints/step-.../`), or "" when it passes through none. Nothing may be
+/// written there: a checkpoint is what it was when published, and the next publication removes what is not
+/// its own.
+std::string run_holding_checkpoint(const std::string& path);
+
 /// Whether dir holds a run that tapegrad made: a `latest` link, `.checkpoints/` or trainer.json.
 bool holds_run(const std::string& dir);
 

@@ -45,6 +45,9 @@ std::vector<BadInput> checkpoint_paths(const std::string& run) {
       {"--out into a run's best checkpoint", "train --steps 5 --out " + run + "/best", "tapegrad never writes into a checkpoint"},
       {"--out below a run's .checkpoints", "train --steps 5 --out " + run + "/.checkpoints/mine",
        "tapegrad never writes into a checkpoint"},
+      {"--attention-svg into a run's best checkpoint",
+       "predict --checkpoint " + run + " --text t1 --attention-svg " + run + "/best/map.svg",
+       "tapegrad never writes into a checkpoint"},
   };
 }
 
