@@ -130,8 +130,17 @@ TEST_CASE("faults: a power cut at every file operation of a publication loses no
     REQUIRE(counted.exit_code == 0);
   }
   std::map<int64_t, std::string> calls;
-  const std::vector<int64_t> points = crash_points(read_file(log), &calls);
+  std::vector<int64_t> points = crash_points(read_file(log), &calls);
   fs::remove(log);
+#if defined(__SANITIZE_ADDRESS__)
+  // Under the sanitizers a process costs about ten times as much: a quarter of the points (the last kept, so
+  // that both sides of the publication are cut) run the same code for memory errors; the release build sweeps
+  // them all.
+  std::vector<int64_t> sample;
+  for (size_t i = 0; i < points.size(); ++i)
+    if (i % 4 == 0 || i + 1 == points.size()) sample.push_back(points[i]);
+  points = sample;
+#endif
   REQUIRE(calls.size() > 50);  // the .lock, two side files, six checkpoint files, the links, the removal
   for (const char* op : {"rename", "symlink", "fsync-folder", "rmdir"}) {
     INFO(op);
