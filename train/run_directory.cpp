@@ -43,7 +43,7 @@ bool holds_run(const std::string& dir) {
 void check_out_directory(const std::string& out, const std::string& flag) {
   if (out.empty()) throw ValueError(cat(flag, ": the path is empty"));
   if (const std::string run = run_holding_checkpoint(out); !run.empty())
-    throw ValueError(cat(flag, " ", out, " is a checkpoint inside the run ", run,
+    throw ValueError(cat(flag, " ", out, " is in a checkpoint of the run ", run,
                          ": tapegrad never writes into a checkpoint; choose another ", flag));
   std::error_code error;
   const fs::file_status status = fs::status(out, error);  // a link to a folder is that folder
