@@ -57,6 +57,14 @@ RunLock::RunLock(const std::string& dir, const std::string& flag) {
     fd_ = -1;
     throw IOError(cat(path, ": is not a regular file, where tapegrad keeps its lock file: remove it"));
   }
+  // A hard link is the same file under another name, perhaps outside the run folder: the pid written below
+  // would land there. O_NOFOLLOW cannot see it; the link count can.
+  if (st.st_nlink > 1) {
+    ::close(fd_);
+    fd_ = -1;
+    throw IOError(cat(path, ": has ", st.st_nlink, " names (a hard link to a file elsewhere); tapegrad writes its "
+                            "pid there only when the lock file is its own: remove it"));
+  }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int saved = errno;
     const std::string pid = saved == EWOULDBLOCK ? holder_pid(fd_) : "";
@@ -65,6 +73,9 @@ RunLock::RunLock(const std::string& dir, const std::string& flag) {
     if (saved == EWOULDBLOCK) throw ValueError(cat(flag, " ", dir, " is in use by another tapegrad train (pid ", pid, ")"));
     throw IOError(cat(path, ": cannot lock: ", std::strerror(saved)));
   }
+}
+
+void RunLock::announce() {
   const std::string pid = std::to_string(::getpid()) + "\n";
   // Only the message of a refused trainer reads it, so a failed write costs nothing but "pid unknown".
   [[maybe_unused]] const bool written =

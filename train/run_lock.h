@@ -13,11 +13,15 @@ namespace tapegrad {
 
 class RunLock {
  public:
-  /// Locks dir/.lock (creating dir and the file), and writes this process's id into it for the message
-  /// another trainer gets. ValueError "<flag> <dir> is in use by another tapegrad train (pid N)" when the
-  /// lock is held; IOError naming the file when it cannot be created (a read-only directory, ...) or when
-  /// .lock or .checkpoints is a link or of the wrong kind (see above); the link's target is left alone.
+  /// Locks dir/.lock (creating dir and the file). ValueError "<flag> <dir> is in use by another tapegrad
+  /// train (pid N)" when the lock is held; IOError naming the file when it cannot be created (a read-only
+  /// directory, ...) or when .lock or .checkpoints is a link, a hard link or of the wrong kind (see above);
+  /// the link's target is left alone. The lock file's bytes are not touched: a run refused after locking
+  /// leaves the folder as it was.
   RunLock(const std::string& dir, const std::string& flag);
+  /// Writes this process's id into the lock file, for the message another trainer gets: once every check
+  /// has passed and the run is going to start.
+  void announce();
   ~RunLock();
   RunLock(const RunLock&) = delete;
   RunLock& operator=(const RunLock&) = delete;

@@ -15,6 +15,7 @@
 #include "train/atomic_file.h"
 #include "train/read_file.h"
 #include "train/text_lines.h"
+#include "train/strict_json.h"
 
 namespace tapegrad {
 
@@ -266,7 +267,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   try {
     text = header.dump();
   } catch (const nlohmann::json::exception& e) {  // a name or metadata string that is not UTF-8
-    throw ValueError(cat("save_safetensors ", path, ": ", e.what()));
+    throw ValueError(cat("save_safetensors ", path, ": ", json_error_text(e)));
   }
   text.append((8 - text.size() % 8) % 8, ' ');  // the buffer then starts 8-byte aligned
   unsigned char length[8];
@@ -304,7 +305,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
   try {
     header = Json::parse(object, HeaderGuard(path));
   } catch (const nlohmann::json::exception& e) {  // invalid JSON, a number out of range, ...
-    throw IOError(cat(path, ": header is not valid JSON: ", e.what()));
+    throw IOError(cat(path, ": header is not valid JSON: ", json_error_text(e)));
   }
   check_header_padding(text, object.size(), path);
   if (!header.is_object()) throw IOError(cat(path, ": header is a JSON ", header.type_name(), ", not an object"));

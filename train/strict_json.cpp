@@ -50,13 +50,21 @@ std::string shown(const json& v) {
 
 }  // namespace
 
+std::string json_error_text(const json::exception& error) {
+  std::string_view what = error.what();
+  if (what.starts_with("[json.exception.")) {
+    if (const size_t end = what.find("] "); end != std::string_view::npos) what.remove_prefix(end + 2);
+  }
+  return std::string(what);
+}
+
 json parse_json_strictly(std::string_view text, const std::string& name, int max_depth) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     throw IOError(cat(name, ": empty file (expected a JSON object)"));
   try {
     return json::parse(text, StrictGuard(name, max_depth));
   } catch (const json::exception& e) {  // invalid JSON or UTF-8, a number out of range, ...
-    throw IOError(cat(name, ": not valid JSON: ", e.what()));
+    throw IOError(cat(name, ": not valid JSON: ", json_error_text(e)));
   }
 }
 

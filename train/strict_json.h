@@ -12,6 +12,10 @@
 
 namespace tapegrad {
 
+/// What a JSON parser's exception says, without the library's tag ("[json.exception.parse_error.101] "): the
+/// line, column and what was wrong, for a message in tapegrad's words.
+std::string json_error_text(const nlohmann::json::exception& error);
+
 /// Parses text as JSON, refusing an empty text, invalid JSON or UTF-8, a key twice in one object and
 /// containers nested deeper than max_depth (the top-level value is depth 0): IOError naming `name`.
 nlohmann::json parse_json_strictly(std::string_view text, const std::string& name, int max_depth);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "autograd/error.h"
 #include "optim/schedule.h"
@@ -39,7 +40,11 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   require(o.model.dropout >= 0 && o.model.dropout < 1, "model.dropout", "in [0, 1)", o.model.dropout);
   require(std::isfinite(o.model.moe_aux_weight) && o.model.moe_aux_weight >= 0, "model.moe_aux_weight",
           "a finite number >= 0", o.model.moe_aux_weight);
-  require(std::isfinite(o.model.temperature) && o.model.temperature > 0, "model.temperature", "a finite number > 0",
+  // The attention multiplies its scores by 1/temperature: past float32's range every score is infinite and
+  // every output NaN (the same rule eval and predict apply to a checkpoint's config.json).
+  require(std::isfinite(o.model.temperature) && o.model.temperature > 0 &&
+              1.0 / o.model.temperature <= std::numeric_limits<float>::max(),
+          "model.temperature", "a finite number > 0 whose reciprocal float32 holds (at least about 2.9e-39)",
           o.model.temperature);
   require(o.batch_size > 0, "batch_size", "positive", o.batch_size);
   require(o.steps >= 0, "steps", "positive", o.steps);

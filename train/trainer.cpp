@@ -27,6 +27,7 @@
 #include "train/run_directory.h"
 #include "train/run_on_ranks.h"
 #include "train/run_state.h"
+#include "train/strict_json.h"
 #include "train/training_memory.h"
 #include "train/training_stream.h"
 
@@ -446,6 +447,7 @@ TrainSummary train(const TrainOptions& options, std::ostream& given_log, const M
     fs::remove(run.options.out + "/metrics.csv", ignored);
   });
   if (ranks > 1) join_ranks(run, error, parallelism.data_parallel);
+  if (lock) lock->announce();  // every check passed: the run starts
   log << "training " << run.model->parameter_count() << " parameters on "
       << (run.options.data.empty() ? "task " + run.options.task.name : run.options.data) << " for " << run.total_steps
       << " steps (batch " << run.options.batch_size;
@@ -540,10 +542,11 @@ TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::o
           *run.dropout_rng = rank_dropout_stream(run.options.seed ^ kDropoutStream, rank, run.step);
       }
     } catch (const json::exception& e) {
-      throw IOError(cat(state_path, ": malformed trainer state (", e.what(), ")"));
+      throw IOError(cat(state_path, ": malformed trainer state (", json_error_text(e), ")"));
     }
   });
   if (ranks > 1) join_ranks(run, error, parallelism.data_parallel);
+  if (lock) lock->announce();  // every check passed: the run goes on
   log << "resuming " << dir << " at step " << run.step << " of " << run.total_steps;
   if (ranks > 1 || saved_ranks > 1)
     log << " on " << ranks << (ranks == 1 ? " rank" : " ranks") << " (saved by " << saved_ranks

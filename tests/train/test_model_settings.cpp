@@ -38,6 +38,12 @@ std::vector<BadInput> cannot_serve() {
       {"--positional rope with an odd head width", "--positional rope --d-model 6 --heads 2",
        "--positional rope with --d-model 6 and --heads 2: each head's width"},
       {"--top-k above --experts", "--ffn moe --experts 2 --top-k 3", "--top-k 3 is outside [1, --experts 2]"},
+      {"a temperature whose reciprocal overflows", "--temperature 1e-300",
+       "--temperature must be a finite number > 0 whose reciprocal float32 holds"},
+      {"--causal with no layers", "--layers 0 --causal", "--causal configures the encoder layers, and --layers 0"},
+      {"--attention linear with no layers", "--layers 0 --attention linear", "--attention configures the encoder layers"},
+      {"--positional rope with no layers", "--layers 0 --positional rope",
+       "--positional rope acts inside attention, and --layers 0 builds no attention"},
   };
 }
 

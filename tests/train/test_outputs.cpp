@@ -191,6 +191,21 @@ TEST_CASE("outputs: eval says how many texts were cut to the context length") {
   CHECK(none.err.empty());
 }
 
+TEST_CASE("outputs: results that cannot be written to stdout are an error, not a silent exit 0") {
+  TempDir dir("tapegrad_test_outputs");
+  const std::string run = checkpoint(dir, "run");
+  const std::string data = dir.file("data.tsv", "pos\ta b\nneg\tc\n");
+  for (const std::string& args : {"predict --checkpoint " + quote(run) + " --text 'a b'",
+                                  "predict --json --checkpoint " + quote(run) + " --text 'a b'",
+                                  "eval --checkpoint " + quote(run) + " --data " + quote(data),
+                                  "eval --json --checkpoint " + quote(run) + " --data " + quote(data)}) {
+    INFO(args);
+    // /dev/full: every write fails with ENOSPC, as on a full disk
+    const Result r = run_shell(dir, cat("timeout 60 ", tapegrad_command(), " ", args, " > /dev/full"));
+    require_one_line_error(r, "stdout: could not write the results");
+  }
+}
+
 TEST_CASE("outputs: docs/reliability.md lists every row of this file") {
   std::vector<Row> rows = non_finite_rows("", "", "", "");
   for (const auto& table : {text_rows(""), attention_rows("", "", "", "", "")}) rows.insert(rows.end(), table.begin(), table.end());

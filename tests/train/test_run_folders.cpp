@@ -90,6 +90,25 @@ TEST_CASE("run folders: a checkpoint inside a run is never resumed or written in
   CHECK(resumed.exit_code == 0);
 }
 
+TEST_CASE("run folders: a --resume refused after the run is locked leaves every byte as it was, the lock file too") {
+  TempDir dir("tapegrad_test_run_folders");
+  const std::string run = dir / "run";
+  REQUIRE(run_cli(dir, "train --steps 20 --eval-every 10 --out " + quote(run)).exit_code == 0);
+  const std::string lock_before = read_file(run + "/.lock");
+  const auto before = folder_contents(run);
+  require_one_line_error(run_cli(dir, "train --resume " + quote(run) + " --steps 10"), "is not more than the 20 steps");
+  fs::copy_file(run + "/metrics.csv", dir / "metrics.csv");
+  fs::remove(run + "/metrics.csv");
+  dir.file("run/metrics.csv", "not,a,header\n");
+  const auto damaged = folder_contents(run);
+  require_one_line_error(run_cli(dir, "train --resume " + quote(run) + " --steps 30"), "metrics.csv");
+  CHECK(folder_contents(run) == damaged);
+  CHECK(read_file(run + "/.lock") == lock_before);  // not even this process's pid
+  fs::remove(run + "/metrics.csv");
+  fs::copy_file(dir / "metrics.csv", run + "/metrics.csv");
+  CHECK(folder_contents(run) == before);
+}
+
 TEST_CASE("run folders: a new, empty or unfinished run folder, and a run with --overwrite, are accepted") {
   TempDir dir("tapegrad_test_run_folders");
   fs::create_directories(dir / "empty");

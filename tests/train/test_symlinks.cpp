@@ -104,6 +104,12 @@ std::vector<LinkCase> link_cases() {
          fs::create_directory(p.run + "/.lock");
        },
        "is a folder, where tapegrad keeps a regular file: remove it"},
+      {".lock is a hard link to a file outside", ".lock", Command::resume,
+       [](const Place& p) {  // O_NOFOLLOW does not see it: the same file under two names
+         fs::remove(p.run + "/.lock");
+         fs::create_hard_link(p.canary, p.run + "/.lock");
+       },
+       "has 2 names (a hard link to a file elsewhere)"},
       {".lock is a FIFO", ".lock", Command::resume,
        [](const Place& p) {
          fs::remove(p.run + "/.lock");

@@ -5,7 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <csignal>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <limits>
@@ -98,6 +100,17 @@ void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
   if (f.options.optimizer != "sgd") refuse({"--momentum"}, cat("applies to --optimizer sgd only, not ", f.options.optimizer));
   if (!given("--data") && !given("--train-size"))
     refuse({"--no-shuffle", "--epochs"}, "needs a fixed training set (--data or --train-size)");
+  // With no encoder layer, the layers' own settings change nothing (--pool cls refuses --layers 0 itself).
+  if (f.options.model.n_layers == 0 && !given("--init")) {
+    const std::string why = "configures the encoder layers, and --layers 0 builds none";
+    refuse({"--heads", "--ff", "--attention", "--ffn", "--experts", "--top-k", "--moe-aux-weight", "--activation",
+            "--causal", "--temperature", "--norm-first"},
+           why);
+    if (!f.options.model.final_norm) refuse({"--norm"}, why + " (and no --final-norm)");
+    if (given("--positional") && nn::component<nn::PositionalKind>(f.options.model.positional).acts_in_attention)
+      throw ValueError(cat("--positional ", f.options.model.positional, " acts inside attention, and --layers 0 builds ",
+                           "no attention: the model would have no position information (use learned or sinusoidal)"));
+  }
   if (given("--init")) {  // the block is the checkpoint's: its config.json says whether it is moe
     if (given("--moe-aux-weight") && read_model_config(f.options.init + "/config.json").ffn != "moe")
       throw ValueError(cat("--moe-aux-weight applies to --ffn moe only, and the --init checkpoint ", f.options.init,
@@ -688,6 +701,16 @@ int tapegrad::cli::main(int argc, char** argv) {
     }
     const std::string sub = app.get_subcommands().empty() ? "" : " " + app.get_subcommands()[0]->get_name();
     std::fprintf(stderr, "tapegrad%s: %s\n", sub.c_str(), e.what());
+    return 1;
+  }
+  // Results that could not be written (stdout on a full disk, a file-size limit) are a failure, never a
+  // silent exit 0.
+  std::cout.flush();
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || std::cout.fail()) {
+    const std::string sub = app.get_subcommands().empty() ? "" : " " + app.get_subcommands()[0]->get_name();
+    std::fprintf(stderr, "tapegrad%s: stdout: could not write the results%s\n", sub.c_str(),
+                 errno ? cat(" (", std::strerror(errno), ")").c_str() : "");
     return 1;
   }
   return 0;
