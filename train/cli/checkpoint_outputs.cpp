@@ -1,0 +1,66 @@
+#include "train/cli/checkpoint_outputs.h"
+
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "autograd/error.h"
+#include "train/run_state.h"
+
+namespace tapegrad::cli {
+
+using nlohmann::json;
+
+namespace {
+
+/// The largest finite value of a float dtype.
+double largest_finite(DType dtype) {
+  return dtype == DType::float64 ? std::numeric_limits<double>::max() : std::numeric_limits<float>::max();
+}
+
+DType model_dtype(const LoadedModel& loaded) {
+  const nn::NamedTensors parameters = loaded.model->named_parameters();
+  return parameters.empty() ? DType::float32 : parameters.front().second.dtype();
+}
+
+}  // namespace
+
+std::optional<TrainOptions> saved_options(const std::string& dir) {
+  const std::string path = dir + "/trainer.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  const json state = read_trainer_state(path);
+  if (!state.is_object() || !state.contains("options")) throw IOError(cat(path, ": no \"options\" object"));
+  return train_options_from_json(state.at("options"), path);
+}
+
+int64_t evaluation_tokens_for(const std::string& dir, const LoadedModel& loaded) {
+  const auto saved = saved_options(dir);
+  return evaluation_tokens(saved ? saved->batch_size : TrainOptions().batch_size, loaded.options.context_length);
+}
+
+LoadedModel load_model_for_outputs(const std::string& dir) {
+  LoadedModel loaded = load_model(dir);
+  const DType dtype = model_dtype(loaded);
+  const double t = loaded.options.temperature;
+  if (1.0 / t > largest_finite(dtype))
+    throw IOError(cat(dir, "/config.json: temperature = ", t, " is so small that 1/temperature overflows ",
+                      dtype_name(dtype), ": every attention score would be infinite and every output NaN"));
+  return loaded;
+}
+
+[[noreturn]] void refuse_non_finite(const NonFiniteOutput& e, const std::string& checkpoint, const LoadedModel& loaded,
+                                    const std::string& item) {
+  std::string cause = overflow_cause(*loaded.model);
+  const std::string temperature = "attention temperature ";
+  if (const size_t at = cause.find(temperature); at != std::string::npos)
+    cause.replace(at, temperature.size(), "config.json temperature ");  // where the user can change it
+  if (e.sequence >= 0 && e.class_index >= 0)
+    throw ValueError(cat(checkpoint, ": the logits of ", item, " ", e.sequence + 1, " are not finite ('",
+                         loaded.labels[e.class_index], "' is ", e.value, ") ", cause));
+  std::string what = e.what();
+  if (what.starts_with("evaluate: ")) what.erase(0, 10);
+  throw ValueError(cat(checkpoint, ": ", what));
+}
+
+}  // namespace tapegrad::cli

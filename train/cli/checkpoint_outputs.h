@@ -1,0 +1,32 @@
+#pragma once
+// What eval and predict share: a checkpoint loaded for outputs a user acts on (refused up front when it cannot
+// give finite ones), its training options and evaluation budget, and the one line that reports an output
+// that is not a number.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/train_options.h"
+
+namespace tapegrad::cli {
+
+/// The training options saved with a checkpoint, when it has them (for the task's defaults); a damaged
+/// trainer.json is an error, not a silent fallback to other defaults.
+std::optional<TrainOptions> saved_options(const std::string& dir);
+
+/// The evaluation batch budget for a checkpoint: the tokens of the batch it was trained with (evaluate.h).
+int64_t evaluation_tokens_for(const std::string& dir, const LoadedModel& loaded);
+
+/// load_model, and config.json refused up front when it cannot give finite outputs whatever the text:
+/// the attention multiplies its queries by 1/temperature (nn/attention.cpp), and a temperature whose
+/// reciprocal overflows the weights' dtype makes every attention score infinite (1e-300 in a float32 model).
+LoadedModel load_model_for_outputs(const std::string& dir);
+
+/// A NonFiniteOutput of classify or evaluate as the one line eval and predict give: the checkpoint, which
+/// output of which text or example (`item`), and the cause.
+[[noreturn]] void refuse_non_finite(const NonFiniteOutput& e, const std::string& checkpoint, const LoadedModel& loaded,
+                                    const std::string& item);
+
+}  // namespace tapegrad::cli
