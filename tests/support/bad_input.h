@@ -48,16 +48,20 @@ inline void require_documented(const std::vector<BadInput>& rows) {
   }
 }
 
-/// Every entry below dir with its bytes (a link as its target's name, a folder as "(dir)"): two snapshots are
-/// equal only if nothing was written, created, removed or relinked.
+/// Every entry below dir, by its path relative to dir: a link's target, a file's bytes, "folder" or "other"
+/// (none when dir does not exist). Two snapshots are equal only if nothing was written, created, removed or
+/// relinked.
 inline std::map<std::string, std::string> folder_contents(const std::string& dir) {
   namespace fs = std::filesystem;
   std::map<std::string, std::string> entries;
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
-    const std::string name = fs::relative(entry.path(), dir).string();
-    if (entry.is_symlink()) entries[name] = "-> " + fs::read_symlink(entry.path()).string();
-    else if (entry.is_regular_file()) entries[name] = read_file(entry.path().string());
-    else entries[name] = "(dir)";
+  if (!fs::exists(fs::symlink_status(dir))) return entries;
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
+    const fs::file_status st = it->symlink_status();
+    const std::string name = it->path().lexically_relative(dir).string();
+    entries[name] = fs::is_symlink(st)        ? "-> " + fs::read_symlink(it->path()).string()
+                    : fs::is_regular_file(st) ? read_file(it->path().string())
+                    : fs::is_directory(st)    ? "folder"
+                                              : "other";
   }
   return entries;
 }

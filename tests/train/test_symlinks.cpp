@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "autograd/error.h"
-#include "support/cli.h"
+#include "support/bad_input.h"
 #include "support/temp_dir.h"
 #include "train/atomic_file.h"
 #include "train/communicator.h"
@@ -34,20 +34,6 @@ const std::string kCanaryBytes = "the canary's own bytes\n";
 std::string train_args(const std::string& out, int64_t steps) {
   return cat("train --task majority --symbols 6 --min-len 4 --max-len 12 --d-model 16 --heads 2 --ff 32 ",
              "--batch-size 16 --seed 7 --threads 1 --eval-every 10 --steps ", steps, " --out ", quote(out));
-}
-
-/// Every entry under folder: a link's target, a file's bytes, "folder" or "other".
-std::map<std::string, std::string> snapshot(const std::string& folder) {
-  std::map<std::string, std::string> entries;
-  if (!fs::exists(fs::symlink_status(folder))) return entries;
-  for (auto it = fs::recursive_directory_iterator(folder); it != fs::recursive_directory_iterator(); ++it) {
-    const fs::file_status st = it->symlink_status();
-    entries[it->path().string()] = fs::is_symlink(st)     ? "-> " + fs::read_symlink(it->path()).string()
-                                   : fs::is_regular_file(st) ? read_file(it->path().string())
-                                   : fs::is_directory(st)    ? "folder"
-                                                             : "other";
-  }
-  return entries;
 }
 
 /// Where a case plants: the run folder and, outside it, a canary file and a canary folder holding one.
@@ -222,18 +208,18 @@ TEST_CASE("links: a run folder's links never lead tapegrad to write or remove ou
       std::ofstream(p.canary, std::ios::binary) << kCanaryBytes;
       std::ofstream(p.canary_folder + "/inside.txt", std::ios::binary) << kCanaryBytes;
       c.plant(p);
-      const auto outside_before = snapshot(p.outside), run_before = snapshot(p.run);
+      const auto outside_before = folder_contents(p.outside), run_before = folder_contents(p.run);
 
       const std::string args = c.command == Command::resume ? cat("train --resume ", quote(p.run), " --steps 20")
                                                             : train_args(p.run, 10) + " --overwrite";
       const Result r = run_cli(dir, args);
       INFO(args << "\n" << r.err);
-      CHECK(snapshot(p.outside) == outside_before);  // nothing written, created or removed outside
+      CHECK(folder_contents(p.outside) == outside_before);  // nothing written, created or removed outside
       CHECK(read_file(p.canary) == kCanaryBytes);
       const std::string entry = p.run + "/" + c.entry;
       if (!c.refusal.empty()) {
         require_one_line_error(r, entry + ": " + c.refusal);
-        CHECK(snapshot(p.run) == run_before);  // refused before it touched anything
+        CHECK(folder_contents(p.run) == run_before);  // refused before it touched anything
       } else {
         REQUIRE(r.exit_code == 0);
         // The planted entry is gone or tapegrad's own: no link out of the run folder is left at its name.
@@ -302,7 +288,7 @@ TEST_CASE("links: the shared-directory probe is a new file, and leaves nothing b
   TempDir dir("tapegrad_test_symlinks");
   const std::string canary = dir.file("canary.txt", kCanaryBytes);
   fs::create_symlink(canary, dir / "a-link");
-  const auto before = snapshot(dir.path.string());
+  const auto before = folder_contents(dir.path.string());
   check_shared_directory(single_process(), dir.path.string());
-  CHECK(snapshot(dir.path.string()) == before);
+  CHECK(folder_contents(dir.path.string()) == before);
 }
