@@ -1,8 +1,9 @@
 #pragma once
 // The training loop behind `tapegrad train`: data, model, optimizer, schedule, periodic validation,
 // metrics.csv + curves.svg, checkpoints (latest and best), early stop and exact resume. trainer.cpp holds
-// the set-up and the loop; its parts are train/training_stream (the data), run_state (trainer.json and
-// resume's restore), progress (the log), publish_run (each step's files) and training_memory.
+// the set-up of a new run and the restore of a saved one, training_loop the loop; their parts are
+// train/training_stream (the data), run_state (trainer.json and resume's restore), run_directory and
+// run_lock (the run folder), progress (the log), publish_run (each step's files) and training_memory.
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
