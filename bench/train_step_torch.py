@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""PyTorch twin of `tapegrad bench` (train/bench.cpp): the same model, batch, optimizer and timing.
+"""PyTorch twin of `tapegrad bench` (train/cli/bench.cpp): the same model, batch, optimizer and timing.
 
 Model: embedding (padding_idx 0) + learned positions, nn.TransformerEncoder of
 nn.TransformerEncoderLayer(batch_first=True, post-LN, relu, dropout 0), mean pooling over the non-pad
 positions, a Linear head; cross_entropy; AdamW(lr 5e-3, weight_decay 0.01). One step: forward, loss,
-zero_grad, backward, step. The batch and the timing follow train/bench.cpp's run_bench exactly.
+zero_grad, backward, step. The batch and the timing follow train/cli/bench.cpp's run_bench exactly.
 
 Run it with /usr/bin/python3 (the interpreter that has torch).
 """

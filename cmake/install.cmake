@@ -1,19 +1,30 @@
 # `cmake --install build --prefix P`: the libraries, the tapegrad command, each layer's headers under an
 # include root of its own (see tapegrad_layer), and a CMake package, so that an outside project writes
-# find_package(tapegrad) and links tapegrad::autograd, ::nn, ::optim, ::train or ::cli with the same
+# find_package(tapegrad) and links tapegrad::autograd, ::nn, ::optim, ::train (or one of its concerns, ::train_io
+# and the others) or ::cli with the same
 # layering as here. scripts/check_installed_project.sh proves it on every `make test`.
 include(CMakePackageConfigHelpers)
 
-foreach(layer autograd nn optim train)
-  # The command line's header goes with tapegrad::cli below, not with train; the MPI launcher is the
-  # command line's own.
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/
-          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tapegrad/${layer}/${layer}
-          FILES_MATCHING PATTERN "*.h" PATTERN "cli" EXCLUDE PATTERN "mpi" EXCLUDE)
+get_property(layers GLOBAL PROPERTY TAPEGRAD_LAYERS)
+foreach(layer ${layers})
+  get_property(dir GLOBAL PROPERTY TAPEGRAD_LAYER_DIR_${layer})
+  # A folder holding layers of its own (train's root: its concerns; train/parallel: the MPI launcher, which
+  # is the command line's own) installs only its own headers; cli.h goes with tapegrad::cli below.
+  set(subfolders)
+  file(GLOB entries LIST_DIRECTORIES true ${PROJECT_SOURCE_DIR}/${dir}/*)
+  foreach(entry ${entries})
+    if(IS_DIRECTORY ${entry} AND NOT layer MATCHES "^(autograd|nn|optim)$")
+      get_filename_component(entry_name ${entry} NAME)
+      list(APPEND subfolders PATTERN ${entry_name} EXCLUDE)
+    endif()
+  endforeach()
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tapegrad/${layer}/${dir}
+          FILES_MATCHING PATTERN "*.h" ${subfolders})
 endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/train/cli/cli.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tapegrad/cli/train/cli)
 
-install(TARGETS tapegrad_autograd tapegrad_nn tapegrad_optim tapegrad_train tapegrad_mpi tapegrad_cli
+list(TRANSFORM layers PREPEND tapegrad_ OUTPUT_VARIABLE layer_targets)
+install(TARGETS ${layer_targets} tapegrad_mpi tapegrad_cli
         EXPORT tapegradTargets)
 install(TARGETS tapegrad)
 

@@ -21,8 +21,8 @@
 #include "autograd/autograd.h"
 #include "nn/attention.h"
 #include "nn/linear_attention.h"
-#include "train/atomic_file.h"
-#include "train/svg.h"
+#include "train/io/atomic_file.h"
+#include "train/report/svg.h"
 
 using namespace tapegrad;
 

@@ -24,8 +24,8 @@
 #include "autograd/random.h"
 #include "nn/positions.h"
 #include "nn/rope.h"
-#include "train/atomic_file.h"
-#include "train/svg.h"
+#include "train/io/atomic_file.h"
+#include "train/report/svg.h"
 
 using namespace tapegrad;
 

@@ -6,8 +6,8 @@
 #include <numeric>
 
 #include "autograd/autograd.h"
-#include "train/batching.h"
-#include "train/checkpoint.h"
+#include "train/data/batching.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/train_options.h"
 
 namespace tapegrad {

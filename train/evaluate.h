@@ -20,9 +20,9 @@
 
 #include "autograd/error.h"
 #include "nn/classifier.h"
-#include "train/confusion.h"
-#include "train/tasks.h"
-#include "train/vocab.h"
+#include "train/report/confusion.h"
+#include "train/data/tasks.h"
+#include "train/data/vocab.h"
 
 namespace tapegrad {
 

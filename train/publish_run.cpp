@@ -2,9 +2,9 @@
 
 #include <filesystem>
 
-#include "train/checkpoint.h"
-#include "train/metrics.h"
-#include "train/curves.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/report/metrics.h"
+#include "train/report/curves.h"
 
 namespace tapegrad {
 

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "autograd/autograd.h"
-#include "train/batching.h"
+#include "train/data/batching.h"
 #include "train/publish_run.h"
 
 namespace tapegrad {

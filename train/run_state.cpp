@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "train/read_file.h"
-#include "train/strict_json.h"
+#include "train/io/read_file.h"
+#include "train/io/strict_json.h"
 
 namespace tapegrad {
 

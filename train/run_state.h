@@ -12,9 +12,9 @@
 #include "nn/classifier.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
-#include "train/communicator.h"
-#include "train/data_parallel.h"
-#include "train/metrics.h"
+#include "train/parallel/communicator.h"
+#include "train/parallel/data_parallel.h"
+#include "train/report/metrics.h"
 #include "train/train_options.h"
 #include "train/training_stream.h"
 

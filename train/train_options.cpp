@@ -6,8 +6,8 @@
 
 #include "autograd/error.h"
 #include "optim/schedule.h"
-#include "train/checkpoint.h"
-#include "train/strict_json.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/io/strict_json.h"
 #include "train/training_memory.h"
 
 namespace tapegrad {

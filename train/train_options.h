@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/classifier.h"
-#include "train/tasks.h"
+#include "train/data/tasks.h"
 
 namespace tapegrad {
 

@@ -13,8 +13,8 @@
 
 #include "autograd/random.h"
 #include "nn/classifier.h"
-#include "train/communicator.h"
-#include "train/data_parallel.h"
+#include "train/parallel/communicator.h"
+#include "train/parallel/data_parallel.h"
 #include "train/train_options.h"
 
 namespace tapegrad {
@@ -60,15 +60,15 @@ std::unique_ptr<nn::SequenceClassifier> build_classifier(const nn::ClassifierOpt
 
 /// Trains from scratch (or from options.init) into options.out; progress goes to log.
 /// While it trains (and so resume()): SIGINT or SIGTERM saves the current step's checkpoint and throws
-/// Interrupted (train/interrupt.h); another trainer holding the run directory's lock is a ValueError
-/// (train/run_lock.h); a non-finite loss or weight stops it before anything non-finite is published.
+/// Interrupted (train/io/interrupt.h); another trainer holding the run directory's lock is a ValueError
+/// (train/io/run_lock.h); a non-finite loss or weight stops it before anything non-finite is published.
 TrainSummary train(const TrainOptions& options, std::ostream& log);
 /// As train(options, log), with the model `build` makes (once the data is read); with --init the
 /// checkpoint's weights are then loaded into it. A built model that disagrees with the data is a ValueError
 /// naming the option and both numbers.
 TrainSummary train(const TrainOptions& options, std::ostream& log, const ModelBuilder& build);
 
-/// The processes a run spans: one, or the ranks of `mpirun` (train/communicator.h, docs/distributed.md).
+/// The processes a run spans: one, or the ranks of `mpirun` (train/parallel/communicator.h, docs/distributed.md).
 /// With more than one rank, every rank calls train() or resume() with the same arguments: each takes its
 /// share of every batch (options.batch_size examples: the step's batch is batch_size x ranks), the
 /// gradients are averaged over the ranks, and only rank 0 writes the log, the run directory and its

@@ -10,12 +10,12 @@
 
 #include "autograd/autograd.h"
 #include "optim/clip.h"
-#include "train/batching.h"
-#include "train/data_parallel.h"
+#include "train/data/batching.h"
+#include "train/parallel/data_parallel.h"
 #include "train/evaluate.h"
-#include "train/interrupt.h"
-#include "train/metrics.h"
-#include "train/progress.h"
+#include "train/io/interrupt.h"
+#include "train/report/metrics.h"
+#include "train/report/progress.h"
 #include "train/publish_run.h"
 #include "train/run_on_ranks.h"
 

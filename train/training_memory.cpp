@@ -9,7 +9,7 @@
 #include <string>
 
 #include "autograd/error.h"
-#include "train/vocab.h"
+#include "train/data/vocab.h"
 
 namespace tapegrad {
 

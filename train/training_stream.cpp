@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "train/tsv.h"
+#include "train/data/tsv.h"
 
 namespace tapegrad {
 

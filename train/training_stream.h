@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/random.h"
-#include "train/tasks.h"
+#include "train/data/tasks.h"
 #include "train/train_options.h"
-#include "train/vocab.h"
+#include "train/data/vocab.h"
 
 namespace tapegrad {
 

@@ -6,8 +6,8 @@
 #include <string_view>
 
 #include "autograd/error.h"
-#include "train/checkpoint.h"
-#include "train/strict_json.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/io/strict_json.h"
 #include "train/train_options.h"
 
 using namespace tapegrad;

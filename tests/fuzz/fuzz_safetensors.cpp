@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "autograd/error.h"
-#include "train/safetensors.h"
+#include "train/checkpoint/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -6,8 +6,8 @@
 #include <string_view>
 
 #include "autograd/error.h"
-#include "train/tsv.h"
-#include "train/vocab.h"
+#include "train/data/tsv.h"
+#include "train/data/vocab.h"
 
 using namespace tapegrad;
 

@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "autograd/error.h"
-#include "train/checkpoint.h"
-#include "train/vocab.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/data/vocab.h"
 
 using namespace tapegrad;
 

@@ -23,7 +23,7 @@
 
 #include "support/cli.h"
 #include "support/temp_dir.h"
-#include "train/safetensors.h"
+#include "train/checkpoint/safetensors.h"
 
 using namespace tapegrad;
 using namespace tapegrad::testing;

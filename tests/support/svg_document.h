@@ -1,5 +1,5 @@
 #pragma once
-// Checks every SVG picture must pass (tests of train/curves.h and train/attention_map.h): a standalone
+// Checks every SVG picture must pass (tests of train/report/curves.h and train/report/attention_map.h): a standalone
 // document, well-formed in the XML sense a browser needs.
 #include <catch2/catch.hpp>
 #include <string>

@@ -9,7 +9,7 @@
 #include "autograd/error.h"
 #include "support/cli.h"
 #include "support/temp_dir.h"
-#include "train/atomic_file.h"
+#include "train/io/atomic_file.h"
 
 using namespace tapegrad;
 using testing::TempDir;

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "train/model_config.h"
+#include "train/checkpoint/model_config.h"
 
 using namespace tapegrad;
 

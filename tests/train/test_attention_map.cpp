@@ -1,4 +1,4 @@
-// attention.svg (train/attention_map.h): one rect per attention cell, escaped tokens, both dtypes and
+// attention.svg (train/report/attention_map.h): one rect per attention cell, escaped tokens, both dtypes and
 // a batch dim, loud errors for shapes that do not match the tokens.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -9,7 +9,7 @@
 #include "support/cli.h"
 #include "support/svg_document.h"
 #include "support/temp_dir.h"
-#include "train/attention_map.h"
+#include "train/report/attention_map.h"
 
 using namespace tapegrad;
 using namespace tapegrad::testing;

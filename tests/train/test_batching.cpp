@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "autograd/error.h"
-#include "train/batching.h"
+#include "train/data/batching.h"
 
 using namespace tapegrad;
 

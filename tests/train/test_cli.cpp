@@ -15,7 +15,7 @@
 #include "autograd/random.h"
 #include "support/cli.h"
 #include "support/temp_dir.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 
 using namespace tapegrad;
 using testing::TempDir;
@@ -425,7 +425,7 @@ TEST_CASE("cli: bench --json gives one line of sane figures per configuration, a
     CHECK(j.at("threads") == 1);
     CHECK(j.at("steps_per_second").get<double>() > 0);
     CHECK(j.at("tokens_per_second").get<double>() == Approx(j.at("steps_per_second").get<double>() * 32));
-    // FLOPs of the step by the documented formula (train/bench.cpp): N = 32 rows, C 16, F 32, T 8, 8 classes.
+    // FLOPs of the step by the documented formula (train/cli/bench.cpp): N = 32 rows, C 16, F 32, T 8, 8 classes.
     const double layer = 2.0 * 32 * 16 * 48 + 2.0 * 32 * 16 * 16 + 4.0 * 4 * 8 * 8 * 16 + 4.0 * 32 * 16 * 32;
     CHECK(j.at("gflop_per_step").get<double>() == Approx(3 * (layer + 2.0 * 4 * 16 * 8) / 1e9));
     const double mfu = j.at("model_flop_utilisation").get<double>();

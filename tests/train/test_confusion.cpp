@@ -1,12 +1,12 @@
-// The confusion matrix (train/confusion.h): sparse counts whose memory follows the pairs seen, not K²; the
+// The confusion matrix (train/report/confusion.h): sparse counts whose memory follows the pairs seen, not K²; the
 // table prints every label whole (no two read the same, no UTF-8 character split); past 16 classes a
 // bounded summary replaces the table.
 #include <catch2/catch.hpp>
 
 #include "autograd/error.h"
 #include "support/cli.h"
-#include "train/confusion.h"
-#include "train/text_lines.h"
+#include "train/report/confusion.h"
+#include "train/io/text_lines.h"
 
 using namespace tapegrad;
 using testing::lines_of;

@@ -1,4 +1,4 @@
-// curves.svg (train/curves.h): one polyline point per finite value, gaps where values are NaN or
+// curves.svg (train/report/curves.h): one polyline point per finite value, gaps where values are NaN or
 // infinite, a well-formed standalone file whatever the rows, and IOErrors naming unwritable paths.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "support/cli.h"
 #include "support/svg_document.h"
 #include "support/temp_dir.h"
-#include "train/curves.h"
+#include "train/report/curves.h"
 
 using namespace tapegrad;
 using namespace tapegrad::testing;

@@ -5,7 +5,7 @@
 
 #include "autograd/autograd.h"
 #include "nn/classifier.h"
-#include "train/data_parallel.h"
+#include "train/parallel/data_parallel.h"
 
 using namespace tapegrad;
 

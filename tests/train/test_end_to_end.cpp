@@ -11,10 +11,10 @@
 
 #include "support/small_run.h"
 #include "support/temp_dir.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/evaluate.h"
-#include "train/metrics.h"
-#include "train/safetensors.h"
+#include "train/report/metrics.h"
+#include "train/checkpoint/safetensors.h"
 #include "train/trainer.h"
 
 using namespace tapegrad;

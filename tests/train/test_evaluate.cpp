@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "autograd/autograd.h"
-#include "train/batching.h"
+#include "train/data/batching.h"
 #include "train/evaluate.h"
 
 using namespace tapegrad;

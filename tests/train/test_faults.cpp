@@ -30,7 +30,7 @@
 
 #include "support/cli.h"
 #include "support/temp_dir.h"
-#include "train/interrupt.h"
+#include "train/io/interrupt.h"
 #include "train/trainer.h"
 
 using namespace tapegrad;

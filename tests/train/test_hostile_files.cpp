@@ -21,11 +21,11 @@
 #include "optim/adam.h"
 #include "support/cli.h"
 #include "support/temp_dir.h"
-#include "train/checkpoint.h"
-#include "train/read_file.h"
-#include "train/safetensors.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/io/read_file.h"
+#include "train/checkpoint/safetensors.h"
 #include "train/train_options.h"
-#include "train/tsv.h"
+#include "train/data/tsv.h"
 
 using namespace tapegrad;
 using testing::quote;

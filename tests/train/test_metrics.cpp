@@ -7,7 +7,7 @@
 
 #include "autograd/error.h"
 #include "support/temp_dir.h"
-#include "train/metrics.h"
+#include "train/report/metrics.h"
 
 using namespace tapegrad;
 using testing::TempDir;

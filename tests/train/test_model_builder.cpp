@@ -8,7 +8,7 @@
 #include "support/cli.h"
 #include "support/small_run.h"
 #include "support/temp_dir.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace tapegrad;

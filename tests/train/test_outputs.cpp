@@ -13,8 +13,8 @@
 #include "autograd/autograd.h"
 #include "support/bad_input.h"
 #include "support/temp_dir.h"
-#include "train/checkpoint.h"
-#include "train/safetensors.h"
+#include "train/checkpoint/checkpoint.h"
+#include "train/checkpoint/safetensors.h"
 
 using namespace tapegrad;
 using namespace tapegrad::testing;

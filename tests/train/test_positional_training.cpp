@@ -7,7 +7,7 @@
 #include <string>
 
 #include "support/temp_dir.h"
-#include "train/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace tapegrad;

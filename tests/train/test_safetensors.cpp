@@ -11,7 +11,7 @@
 #include "support/temp_dir.h"
 #include "autograd/ops/views.h"
 #include "autograd/random.h"
-#include "train/safetensors.h"
+#include "train/checkpoint/safetensors.h"
 
 using namespace tapegrad;
 using testing::TempDir;

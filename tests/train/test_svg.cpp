@@ -1,4 +1,4 @@
-// SVG primitives (train/svg.h): nice axes step by 1, 2 or 5 x 10^k and cover the data; text is escaped
+// SVG primitives (train/report/svg.h): nice axes step by 1, 2 or 5 x 10^k and cover the data; text is escaped
 // for XML and labels are cut by code point; colour scales interpolate and the colour bar maps lo..hi upwards.
 #include <array>
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <random>
 
 #include "autograd/error.h"
-#include "train/svg.h"
+#include "train/report/svg.h"
 
 using namespace tapegrad;
 

@@ -19,9 +19,9 @@
 #include "autograd/error.h"
 #include "support/bad_input.h"
 #include "support/temp_dir.h"
-#include "train/atomic_file.h"
-#include "train/communicator.h"
-#include "train/data_parallel.h"
+#include "train/io/atomic_file.h"
+#include "train/parallel/communicator.h"
+#include "train/parallel/data_parallel.h"
 
 using namespace tapegrad;
 using namespace tapegrad::testing;

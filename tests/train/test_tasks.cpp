@@ -6,8 +6,8 @@
 #include <set>
 
 #include "autograd/error.h"
-#include "train/tasks.h"
-#include "train/vocab.h"
+#include "train/data/tasks.h"
+#include "train/data/vocab.h"
 
 using namespace tapegrad;
 

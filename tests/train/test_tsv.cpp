@@ -9,7 +9,7 @@
 
 #include "autograd/error.h"
 #include "support/temp_dir.h"
-#include "train/tsv.h"
+#include "train/data/tsv.h"
 
 using namespace tapegrad;
 using testing::TempDir;

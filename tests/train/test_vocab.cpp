@@ -7,7 +7,7 @@
 
 #include "autograd/error.h"
 #include "support/temp_dir.h"
-#include "train/vocab.h"
+#include "train/data/vocab.h"
 
 using namespace tapegrad;
 using testing::TempDir;

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "autograd/error.h"
-#include "train/bench.h"
+#include "train/cli/bench.h"
 #include "train/cli/number_flags.h"
 
 namespace tapegrad::cli {

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "train/checkpoint.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/train_options.h"
 

@@ -16,7 +16,7 @@
 #include "train/cli/gradcheck_command.h"
 #include "train/cli/predict_command.h"
 #include "train/cli/train_command.h"
-#include "train/interrupt.h"
+#include "train/io/interrupt.h"
 
 using namespace tapegrad;
 using namespace tapegrad::cli;

@@ -9,8 +9,8 @@
 #include "train/cli/checkpoint_outputs.h"
 #include "train/cli/number_flags.h"
 #include "train/cli/train_command.h"
-#include "train/confusion.h"
-#include "train/tsv.h"
+#include "train/report/confusion.h"
+#include "train/data/tsv.h"
 
 namespace tapegrad::cli {
 

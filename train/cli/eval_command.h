@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "train/tasks.h"
+#include "train/data/tasks.h"
 #include "train/train_options.h"
 
 namespace tapegrad::cli {

@@ -6,12 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/autograd.h"
-#include "train/attention_map.h"
-#include "train/batching.h"
+#include "train/report/attention_map.h"
+#include "train/data/batching.h"
 #include "train/cli/checkpoint_outputs.h"
 #include "train/cli/number_flags.h"
-#include "train/read_file.h"
-#include "train/text_lines.h"
+#include "train/io/read_file.h"
+#include "train/io/text_lines.h"
 
 namespace tapegrad::cli {
 

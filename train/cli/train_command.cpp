@@ -8,8 +8,8 @@
 
 #include "autograd/error.h"
 #include "train/cli/number_flags.h"
-#include "train/interrupt.h"
-#include "train/model_config.h"
+#include "train/io/interrupt.h"
+#include "train/checkpoint/model_config.h"
 #include "train/trainer.h"
 
 namespace tapegrad::cli {

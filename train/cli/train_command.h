@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "train/communicator.h"
-#include "train/data_parallel.h"
-#include "train/mpi/launch.h"
+#include "train/parallel/communicator.h"
+#include "train/parallel/data_parallel.h"
+#include "train/parallel/mpi/launch.h"
 #include "train/train_options.h"
 
 namespace tapegrad::cli {

@@ -1,0 +1,293 @@
+#include "train/cli/bench.h"
+
+#include <immintrin.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <system_error>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/blas.h"
+#include "nn/classifier.h"
+#include "optim/adam.h"
+#include "train/training_memory.h"
+
+// Counted by the tapegrad executable, which interposes the system allocator (train/cli/heap_count.cpp);
+// absent from other programs, where allocations are reported as not counted.
+extern "C" uint64_t tapegrad_heap_allocations() __attribute__((weak));
+
+namespace tapegrad {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Twelve independent accumulator chains hide the FMA latency (4 cycles) behind two FMA pipes. Each
+// iteration is 12 FMAs of `lanes` floats, 2 FLOPs each.
+constexpr int kChains = 12;
+
+__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iterations) {
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(0.001f * static_cast<float>(c));
+  const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iterations; ++i)
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], mul, add);
+  alignas(64) float lanes[16];
+  float sum = 0;
+  for (int c = 0; c < kChains; ++c) {
+    _mm512_store_ps(lanes, acc[c]);
+    for (float v : lanes) sum += v;
+  }
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iterations) {
+  __m256 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(0.001f * static_cast<float>(c));
+  const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iterations; ++i)
+    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], mul, add);
+  alignas(32) float lanes[8];
+  float sum = 0;
+  for (int c = 0; c < kChains; ++c) {
+    _mm256_store_ps(lanes, acc[c]);
+    for (float v : lanes) sum += v;
+  }
+  return sum;
+}
+
+/// The peak resident set of the process so far, in MiB.
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+uint64_t heap_allocations() { return tapegrad_heap_allocations ? tapegrad_heap_allocations() : 0; }
+
+/// The default model of `tapegrad train` at the configuration's size (post-LN, relu, learned positions,
+/// mean pooling, no dropout).
+nn::ClassifierOptions bench_model(const BenchConfig& c) {
+  nn::ClassifierOptions options{c.vocab};
+  options.d_model = c.d_model;
+  options.n_heads = c.heads;
+  options.d_ff = c.d_ff;
+  options.n_layers = c.layers;
+  options.context_length = c.seq;
+  options.num_classes = c.classes;
+  options.dropout = 0;
+  return options;
+}
+
+/// set_num_threads, with a pool the machine cannot start (a process limit: "Resource temporarily
+/// unavailable") named by the flag that asked for it.
+void start_threads(int threads) {
+  try {
+    set_num_threads(threads);
+  } catch (const std::system_error& e) {
+    throw ValueError(cat("--threads ", threads, ": this machine cannot start that many threads (", e.what(),
+                         "); ask for fewer"));
+  }
+}
+
+}  // namespace
+
+BenchConfig bench_config(const std::string& name) {
+  BenchConfig c;
+  c.name = name;
+  if (name == "small") return c;  // the defaults
+  if (name == "medium") {
+    c.d_model = 256, c.heads = 8, c.d_ff = 1024, c.layers = 4, c.seq = 128, c.batch = 32;
+    c.warmup = 3, c.steps = 20;
+    return c;
+  }
+  throw ValueError(cat("--config: unknown configuration '", name, "' (choose from ", bench_config_names(), ")"));
+}
+
+std::string bench_config_names() { return "small, medium"; }
+
+void validate(const BenchConfig& c) {
+  const auto require = [](bool ok, const char* flag, const std::string& rule, int64_t value) {
+    if (!ok) throw ValueError(cat(flag, " must be ", rule, ", got ", value));
+  };
+  constexpr int64_t kMaxWidth = int64_t{1} << 20, kMaxLayers = 1024, kMaxThreads = 1024;
+  require(c.d_model >= 1 && c.d_model <= kMaxWidth, "--d-model", cat("in [1, ", kMaxWidth, "]"), c.d_model);
+  require(c.heads >= 1 && c.heads <= c.d_model, "--heads", cat("in [1, d_model = ", c.d_model, "]"), c.heads);
+  if (c.d_model % c.heads != 0)
+    throw ValueError(cat("--d-model ", c.d_model, " is not divisible by --heads ", c.heads,
+                         ": each head gets d_model / heads dimensions"));
+  require(c.d_ff >= 1 && c.d_ff <= kMaxWidth, "--d-ff", cat("in [1, ", kMaxWidth, "]"), c.d_ff);
+  require(c.layers >= 0 && c.layers <= kMaxLayers, "--layers", cat("in [0, ", kMaxLayers, "]"), c.layers);
+  require(c.seq >= 4 && c.seq <= kMaxWidth, "--seq", cat("in [4, ", kMaxWidth, "] (a quarter of it is the shortest row)"),
+          c.seq);
+  require(c.batch >= 1, "--batch", ">= 1", c.batch);
+  require(c.warmup >= 0, "--warmup", ">= 0", c.warmup);
+  require(c.steps >= 1, "--steps", ">= 1", c.steps);
+  require(c.threads >= 0 && c.threads <= kMaxThreads, "--threads", cat("in [0, ", kMaxThreads, "] (0: every core)"),
+          c.threads);
+  if (c.vocab < 4 || c.classes < 2 || c.repeats < 1)
+    throw ValueError(cat("bench configuration '", c.name, "': needs vocab >= 4, classes >= 2 and repeats >= 1"));
+  // The model run_bench builds, as train's memory check sees it: refused before any of it is allocated.
+  TrainOptions as_trained;
+  as_trained.batch_size = c.batch;
+  as_trained.model = bench_model(c);
+  check_memory(as_trained, "--batch, --seq, --d-model, --d-ff or --layers");
+}
+
+// Per layer, with N = batch · T token rows, C = d_model, F = d_ff, T the sequence length:
+//   q|k|v projection 2·N·C·3C, output projection 2·N·C·C, q kᵀ and P v 2 · 2·batch·T·T·C (over all heads),
+//   feed-forward 2 · 2·N·C·F;  plus the head 2·batch·C·classes.  A step is 3 × that (see the header).
+double step_flops(const BenchConfig& c) {
+  const double N = static_cast<double>(c.batch * c.seq), C = static_cast<double>(c.d_model);
+  const double T = static_cast<double>(c.seq), F = static_cast<double>(c.d_ff);
+  const double layer = 2 * N * C * 3 * C + 2 * N * C * C + 4 * static_cast<double>(c.batch) * T * T * C + 4 * N * C * F;
+  const double head = 2.0 * static_cast<double>(c.batch) * C * static_cast<double>(c.classes);
+  return 3 * (static_cast<double>(c.layers) * layer + head);
+}
+
+double measure_fma_peak_gflops(int threads) {
+  __builtin_cpu_init();
+  const bool wide = __builtin_cpu_supports("avx512f");
+  const double flops_per_iteration = 2.0 * kChains * (wide ? 16 : 8);
+  const int64_t iterations = 10'000'000;  // about 0.05 s per core
+  std::atomic<float> sink{0};
+  start_threads(threads);
+  const int parts = num_threads();
+  // The best of a few trials: a neighbour on a shared machine only ever makes a trial slower.
+  double best = 0;
+  for (int trial = 0; trial < 5; ++trial) {
+    const auto start = Clock::now();
+    parallel_for(parts, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) sink = sink + (wide ? fma_chains_avx512(iterations) : fma_chains_avx2(iterations));
+    });
+    best = std::max(best, flops_per_iteration * static_cast<double>(iterations) * parts / seconds_since(start) / 1e9);
+  }
+  return best;
+}
+
+BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
+  validate(c);
+  start_threads(c.threads);
+
+  // The fixed batch, a pure function of (B, T, vocab, classes) that bench/train_step_torch.py builds too:
+  // row b has length T/4 + (31·b mod (T - T/4 + 1)) (row 0 has T), token t of row b is
+  // 3 + ((17·b + 5·t) mod (vocab - 3)), pads are id 0 and masked, target b is (7·b) mod classes.
+  const int64_t B = c.batch, T = c.seq, min_len = T / 4;
+  std::vector<int64_t> token_ids(B * T), targets(B);
+  std::vector<int> pads(B * T);
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = b == 0 ? T : min_len + (31 * b) % (T - min_len + 1);
+    for (int64_t t = 0; t < T; ++t) {
+      pads[b * T + t] = t >= len;
+      token_ids[b * T + t] = t >= len ? 0 : 3 + (17 * b + 5 * t) % (c.vocab - 3);
+    }
+    targets[b] = (7 * b) % c.classes;
+  }
+  const Tensor id_tensor = ids(token_ids, {B, T}), padding = mask(pads, {B, T}), target_tensor = ids(targets, {B});
+
+  // The default model of `tapegrad train` at this size (post-LN, relu, learned positions, mean pooling,
+  // no dropout) and its optimizer (AdamW, lr 5e-3, weight decay 0.01).
+  Generator init(0);
+  nn::SequenceClassifier model(bench_model(c), init, nullptr);
+  model.train();
+  optim::AdamW optimizer(model.named_parameters(), {.lr = 5e-3, .weight_decay = 0.01});
+
+  double loss_value = 0;
+  auto step = [&] {
+    const Tensor logits = model.forward(id_tensor, padding);
+    const Tensor loss = cross_entropy(logits, target_tensor);
+    optimizer.zero_grad();
+    backward(loss);
+    optimizer.step();
+    loss_value = loss.item();
+  };
+  for (int64_t i = 0; i < c.warmup; ++i) step();
+
+  // The median chunk's rate: the machine may be shared, and the median ignores a chunk a neighbour slowed.
+  const int64_t chunk = std::max<int64_t>(1, c.steps / c.repeats);
+  std::vector<double> rates;
+  rates.reserve(c.repeats);  // the bench's own bookkeeping allocates nothing while it counts
+  const uint64_t heap_before = heap_allocations(), maps_before = storage_mappings();
+  for (int64_t r = 0; r < c.repeats; ++r) {
+    const auto start = Clock::now();
+    for (int64_t i = 0; i < chunk; ++i) step();
+    rates.push_back(static_cast<double>(chunk) / seconds_since(start));
+  }
+  const double timed_steps = static_cast<double>(chunk * c.repeats);
+  const uint64_t heap_after = heap_allocations(), maps_after = storage_mappings();
+  std::sort(rates.begin(), rates.end());
+
+  BenchResult r;
+  r.config = c;
+  r.parameters = model.parameter_count();
+  r.steps_per_second = rates[rates.size() / 2];
+  r.tokens_per_second = r.steps_per_second * static_cast<double>(B * T);
+  r.gflops = r.steps_per_second * step_flops(c) / 1e9;
+  r.peak_gflops = peak_gflops;
+  r.utilisation = peak_gflops > 0 ? r.gflops / peak_gflops : 0;
+  r.peak_rss_mib = peak_rss_mib();
+  r.final_loss = loss_value;
+  if (tapegrad_heap_allocations) r.heap_allocations_per_step = static_cast<double>(heap_after - heap_before) / timed_steps;
+  r.storage_mappings_per_step = static_cast<double>(maps_after - maps_before) / timed_steps;
+  r.threads = num_threads();
+  const BlasInfo blas = blas_info();
+  r.blas = blas.library;
+  r.kernels = blas.kernels + " (" + blas.how_chosen + ")";
+  r.blas_advice = blas.advice;
+  return r;
+}
+
+nlohmann::json to_json(const BenchResult& r) {
+  const BenchConfig& c = r.config;
+  return {{"config", c.name},
+          {"d_model", c.d_model},
+          {"heads", c.heads},
+          {"d_ff", c.d_ff},
+          {"layers", c.layers},
+          {"seq", c.seq},
+          {"batch", c.batch},
+          {"parameters", r.parameters},
+          {"steps", c.steps},
+          {"steps_per_second", r.steps_per_second},
+          {"tokens_per_second", r.tokens_per_second},
+          {"gflop_per_step", step_flops(c) / 1e9},
+          {"gflops", r.gflops},
+          {"peak_gflops", r.peak_gflops},
+          {"model_flop_utilisation", r.utilisation},
+          {"threads", r.threads},
+          {"blas", r.blas},
+          {"blas_kernels", r.kernels},
+          {"blas_advice", r.blas_advice},
+          {"peak_rss_mib", r.peak_rss_mib},
+          {"heap_allocations_per_step", r.heap_allocations_per_step < 0 ? nlohmann::json() : nlohmann::json(r.heap_allocations_per_step)},
+          {"storage_mappings_per_step", r.storage_mappings_per_step},
+          {"final_loss", r.final_loss}};
+}
+
+std::string describe(const BenchResult& r) {
+  const BenchConfig& c = r.config;
+  char text[2048];
+  const std::string heap = r.heap_allocations_per_step < 0 ? std::string("not counted")
+                                                           : cat(static_cast<int64_t>(r.heap_allocations_per_step + 0.5));
+  std::snprintf(text, sizeof text,
+                "%s: d_model %lld, %lld heads, d_ff %lld, %lld layers, T %lld, batch %lld (%lld parameters)\n"
+                "  %.2f steps/s, %.0f tokens/s, %.1f GFLOP/s of %.1f GFLOP per step: %.1f%% of the FMA peak (%.0f GFLOP/s)\n"
+                "  %d threads; BLAS: %s, kernels %s\n"
+                "  peak RSS %.1f MiB; per step: %s heap allocations, %.2f new buffer mappings\n",
+                c.name.c_str(), static_cast<long long>(c.d_model), static_cast<long long>(c.heads),
+                static_cast<long long>(c.d_ff), static_cast<long long>(c.layers), static_cast<long long>(c.seq),
+                static_cast<long long>(c.batch), static_cast<long long>(r.parameters), r.steps_per_second,
+                r.tokens_per_second, r.gflops, step_flops(c) / 1e9, 100 * r.utilisation, r.peak_gflops, r.threads,
+                r.blas.c_str(), r.kernels.c_str(), r.peak_rss_mib, heap.c_str(), r.storage_mappings_per_step);
+  std::string out = text;
+  if (!r.blas_advice.empty()) out += "  note: " + r.blas_advice + "\n";
+  return out;
+}
+
+}  // namespace tapegrad
