@@ -283,7 +283,7 @@ TEST_CASE("train: a safetensors header longer than 100 MB is refused before it i
   CHECK_THAT(error_of(path), Catch::Contains("exceeds the limit"));
 }
 
-TEST_CASE("train: every truncation of a safetensors file is an IOError; random header damage loads a consistent file or is one") {
+TEST_CASE("train: every truncation of a safetensors file is an IOError and random header damage loads a consistent file or is one") {
   TempDir dir("tapegrad_test_safetensors");
   const std::string good = dir / "good.safetensors";
   save_safetensors(good, {{"w", ones({2, 3})}, {"ids", ids({1, 2}, {2})}, {"m", mask({1, 0}, {2})}}, {{"k", "v"}});
