@@ -1,9 +1,15 @@
 #pragma once
-// The training loop behind `tapegrad train`: data, model, optimizer, schedule, periodic validation,
-// metrics.csv + curves.svg, checkpoints (latest and best), early stop and exact resume. trainer.cpp holds
-// the set-up of a new run and the restore of a saved one, training_loop the loop; their parts are
-// train/training_stream (the data), run_state (trainer.json and resume's restore), run_directory and
-// run_lock (the run folder), progress (the log), publish_run (each step's files) and training_memory.
+// The training behind `tapegrad train`: data, model, optimizer, schedule, periodic validation, metrics.csv +
+// curves.svg, checkpoints (latest and best), early stop and exact resume. The files of train's root:
+//   trainer.cpp, resume.cpp   a new run set up, a saved one restored (run_setup: what both share)
+//   training_loop             the loop: steps, rows, validations, checkpoints, stops
+//   training_step             one step's forward and backward, and a validation, on one process or on ranks
+//   trainable_model           the model as the loop sees it (classifier_model: the sequence classifier)
+//   run_state                 the run's parts and trainer.json; run_on_ranks: what only ranks need
+//   publish_run               each checkpoint's files;  training_stream: the data;  training_memory
+// A step's walk: TrainingLoop::step (training_loop.cpp) -> forward_backward (training_step.cpp) ->
+// ClassifierModel::loss (classifier_model.cpp: make_batch, the classifier, cross_entropy) -> backward ->
+// clip, the schedule's lr, Optimizer::step, back in TrainingLoop::step.
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
