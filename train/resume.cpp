@@ -110,14 +110,6 @@ int restore_run(Run& run, const std::string& dir, const ResumeOptions& options, 
 
 }  // namespace
 
-TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log) {
-  return resume(dir, options, log, build_classifier);
-}
-
-TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log, const ModelBuilder& build) {
-  return resume(dir, options, log, build, Parallelism{});
-}
-
 TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& given_log,
                     const ModelBuilder& build, const Parallelism& parallelism) {
   Run run;

@@ -50,12 +50,6 @@ std::unique_ptr<nn::SequenceClassifier> build_classifier(const nn::ClassifierOpt
   return std::make_unique<nn::SequenceClassifier>(options, init, std::move(dropout_rng));
 }
 
-TrainSummary train(const TrainOptions& options, std::ostream& log) { return train(options, log, build_classifier); }
-
-TrainSummary train(const TrainOptions& options, std::ostream& log, const ModelBuilder& build) {
-  return train(options, log, build, Parallelism{});
-}
-
 namespace {
 
 /// The paths of options, absolute (trainer.json saves them so, and --resume works from any working directory).
