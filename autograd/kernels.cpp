@@ -5,13 +5,6 @@
 
 namespace tapegrad {
 
-namespace {
-/// Address of t's first element.
-void* base_of(const Tensor& t) {
-  return static_cast<char*>(t.storage()->data) + t.offset() * static_cast<int64_t>(itemsize(t.dtype()));
-}
-}  // namespace
-
 void check_same_float(const Tensor& a, const Tensor& b, const char* op) {
   if (!is_floating(a.dtype()) || a.dtype() != b.dtype())
     throw DTypeError(cat(op, ": operands ", a.shape(), " ", dtype_name(a.dtype()), " and ", b.shape(), " ",
@@ -62,7 +55,7 @@ void write_into(Tensor& dst, GradMode mode, const Tensor& src, double scale) {
                             " would sum over broadcast dims; that needs GradMode::add into zeros"));
   if (assign && scale == 1 && src.dtype() == dst.dtype() && src.shape() == dst.shape() && src.is_contiguous() &&
       dst.is_contiguous() && is_floating(dst.dtype())) {
-    if (dst.numel()) std::memcpy(base_of(dst), base_of(src), dst.numel() * itemsize(dst.dtype()));
+    if (dst.numel()) std::memcpy(dst.data_ptr(), src.data_ptr(), dst.numel() * itemsize(dst.dtype()));
   } else {
     dispatch_float(dst.dtype(), "accumulate", [&](auto tag) {
       using T = decltype(tag);
