@@ -5,7 +5,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "autograd/kernels.h"
+#include "autograd/elementwise_map.h"
 #include "autograd/pool.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"

@@ -1,5 +1,5 @@
-// The non-template kernels of kernels.h: dtype checks and writing into gradient buffers.
-#include "autograd/kernels.h"
+// The non-template parts of elementwise_map.h: dtype checks and writing into gradient buffers.
+#include "autograd/elementwise_map.h"
 
 #include <cstring>
 
