@@ -10,8 +10,9 @@
 // (an attention row with no keys then mixes no values) and -inf for log_softmax (log 0), both with a
 // zero gradient, instead of the NaN that exp(-inf - -inf) would give.
 //
-// The row kernels (four-chain reductions, a vectorised expf) are in autograd/kernels/softmax.h beside
-// plain references; this file is the math and the walk over rows.
+// The row kernels (reductions in four chains, a vectorised expf for softmax's contiguous float rows) are in
+// autograd/kernels/softmax.h beside plain references, which says which kernel uses what; this file is the
+// math and the walk over rows.
 #include "autograd/ops/softmax.h"
 
 #include <cstdint>
