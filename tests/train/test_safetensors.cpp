@@ -51,8 +51,8 @@ bool identical(const Tensor& a, const Tensor& b) {
   const Tensor ca = a.contiguous(), cb = b.contiguous();
   const size_t n = static_cast<size_t>(ca.numel()) * itemsize(ca.dtype());
   if (n == 0) return true;
-  const char* pa = static_cast<const char*>(ca.storage()->data) + ca.offset() * itemsize(ca.dtype());
-  const char* pb = static_cast<const char*>(cb.storage()->data) + cb.offset() * itemsize(cb.dtype());
+  const char* pa = static_cast<const char*>(ca.data_ptr());
+  const char* pb = static_cast<const char*>(cb.data_ptr());
   return std::memcmp(pa, pb, n) == 0;
 }
 

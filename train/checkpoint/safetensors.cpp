@@ -277,7 +277,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   for (const Tensor& c : contiguous) {
     const size_t nbytes = static_cast<size_t>(c.numel()) * itemsize(c.dtype());
     if (nbytes == 0) continue;
-    pieces.emplace_back(static_cast<const char*>(c.storage()->data) + c.offset() * itemsize(c.dtype()), nbytes);
+    pieces.emplace_back(static_cast<const char*>(c.data_ptr()), nbytes);
   }
   write_file_atomic(path, pieces);
 }
@@ -356,9 +356,9 @@ void check_tiling(const std::vector<Entry>& entries, uint64_t buffer_size, const
 Tensor read_tensor(const Entry& e, std::string_view buffer, const std::string& path) {
   Tensor t = empty(e.shape, e.dtype);
   const uint64_t nbytes = e.end - e.begin;
-  if (nbytes > 0) std::memcpy(t.storage()->data, buffer.data() + e.begin, nbytes);
+  if (nbytes > 0) std::memcpy(t.data_ptr(), buffer.data() + e.begin, nbytes);
   if (e.dtype == DType::boolean) {
-    const auto* flags = static_cast<const unsigned char*>(t.storage()->data);
+    const auto* flags = static_cast<const unsigned char*>(t.data_ptr());
     for (uint64_t i = 0; i < nbytes; ++i)
       if (flags[i] > 1) throw IOError(cat(path, ": tensor '", e.name, "': BOOL byte ", i, " is ", int(flags[i])));
   }
