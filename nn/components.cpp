@@ -1,20 +1,16 @@
 #include "nn/components.h"
 
-#include <algorithm>
-#include <deque>
-
 #include "autograd/error.h"
+#include "autograd/named_registry.h"
 
 namespace tapegrad::nn {
 
 namespace {
 
-/// One list per kind, created on first use: registrations run while the libraries and the user's program
-/// load, in an order no one controls, so the list cannot be a namespace-scope object. A deque, so that
-/// the entry a module keeps a reference to stays where it is when more are registered.
+/// One registry per kind (autograd/named_registry.h), created on first use.
 template <class Kind>
-std::deque<typename Kind::Entry>& entries() {
-  static std::deque<typename Kind::Entry> all;
+NamedRegistry<typename Kind::Entry>& registry() {
+  static NamedRegistry<typename Kind::Entry> all(Kind::kName, "register_component");
   return all;
 }
 
@@ -30,38 +26,27 @@ bool complete(const Entry& e) {
 
 template <class Kind>
 bool register_component(typename Kind::Entry entry) {
-  if (entry.name.empty()) throw ValueError(cat("register_component: a ", Kind::kName, " needs a name"));
-  if (!complete(entry))
+  if (!entry.name.empty() && !complete(entry))
     throw ValueError(cat(
         "register_component: ", Kind::kName, " '", entry.name, "' lacks ",
         requires { entry.apply; } ? "apply" : "make or parameter_count"));
-  auto& all = entries<Kind>();
-  if (std::any_of(all.begin(), all.end(), [&](const auto& e) { return e.name == entry.name; }))
-    throw ValueError(cat("register_component: ", Kind::kName, " '", entry.name, "' is registered twice"));
-  all.push_back(std::move(entry));
+  registry<Kind>().add(std::move(entry));
   return true;
 }
 
 template <class Kind>
 const typename Kind::Entry& component(const std::string& name) {
-  for (const auto& e : entries<Kind>())
-    if (e.name == name) return e;
-  throw ValueError(cat("unknown ", Kind::kName, " '", name, "' (registered: ", component_choices<Kind>(), ")"));
+  return registry<Kind>().at(name);
 }
 
 template <class Kind>
 std::vector<std::string> component_names() {
-  std::vector<std::string> names;
-  for (const auto& e : entries<Kind>()) names.push_back(e.name);
-  return names;
+  return registry<Kind>().names();
 }
 
 template <class Kind>
 std::string component_choices() {
-  const std::vector<std::string> names = component_names<Kind>();
-  std::string text;
-  for (size_t i = 0; i < names.size(); ++i) text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
-  return text.empty() ? "none" : text;
+  return registry<Kind>().choices();
 }
 
 #define TAPEGRAD_COMPONENT_KIND(Kind)                              \

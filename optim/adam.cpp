@@ -4,6 +4,26 @@
 
 namespace tapegrad::optim {
 
+namespace {
+
+const bool registered_adam = register_optimizer({
+    .name = "adam",
+    .help = "Adam (betas 0.9, 0.999; eps 1e-8) with L2 weight decay added to the gradient",
+    .make = [](NamedParameters params, const Hyperparameters& h) -> std::unique_ptr<Optimizer> {
+      return std::make_unique<Adam>(std::move(params), AdamOptions{.lr = h.lr, .weight_decay = h.weight_decay});
+    },
+});
+
+const bool registered_adamw = register_optimizer({
+    .name = "adamw",
+    .help = "AdamW: Adam with decoupled weight decay, p·(1 − lr·wd) each step",
+    .make = [](NamedParameters params, const Hyperparameters& h) -> std::unique_ptr<Optimizer> {
+      return std::make_unique<AdamW>(std::move(params), AdamWOptions{.lr = h.lr, .weight_decay = h.weight_decay});
+    },
+});
+
+}  // namespace
+
 Adam::Adam(NamedParameters params, const AdamOptions& options) : Adam("Adam", std::move(params), options, false) {}
 
 Adam::Adam(const char* name, NamedParameters params, const AdamOptions& options, bool decoupled)

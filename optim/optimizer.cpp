@@ -8,6 +8,24 @@
 
 namespace tapegrad::optim {
 
+namespace {
+
+NamedRegistry<OptimizerEntry>& registry() {
+  static NamedRegistry<OptimizerEntry> all("optimizer", "register_optimizer");
+  return all;
+}
+
+}  // namespace
+
+bool register_optimizer(OptimizerEntry entry) {
+  if (!entry.name.empty() && !entry.make)
+    throw ValueError(cat("register_optimizer: optimizer '", entry.name, "' lacks make"));
+  registry().add(std::move(entry));
+  return true;
+}
+
+const NamedRegistry<OptimizerEntry>& optimizers() { return registry(); }
+
 void check_option(bool ok, const char* optimizer, const char* option, const char* requirement, double value) {
   if (!ok) throw ValueError(cat(optimizer, ": ", option, " must be ", requirement, ", got ", value));
 }

@@ -13,10 +13,13 @@
 //                       ("momentum_buffer.<param>", "exp_avg.<param>", "exp_avg_sq.<param>")
 // Hyperparameters (lr included) are not state: they come from the options the optimizer is built with.
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "autograd/named_registry.h"
 #include "autograd/tensor.h"
 
 namespace tapegrad::optim {
@@ -88,6 +91,34 @@ class Optimizer {
   NamedTensors buffers_;          // every add_state tensor under its state() name
   std::vector<Tensor> grads_;     // step()'s checked gradients, kept so that a step allocates nothing
 };
+
+// ---- choosing an optimizer by name ----
+// Each update rule registers itself in its own file (sgd.cpp: "sgd"; adam.cpp: "adam", "adamw"), as a user's
+// program registers its own:
+//   static const bool registered = register_optimizer({.name = "lion", .help = "...", .make = ...});
+// The trainer builds TrainOptions::optimizer through it; the command line offers every registered name.
+
+/// What a run chooses for any optimizer; each rule reads the ones it has (momentum: sgd only) and keeps its
+/// own defaults for the rest (Adam's betas and eps).
+struct Hyperparameters {
+  double lr = 1e-3;
+  double weight_decay = 0;
+  double momentum = 0;
+};
+
+struct OptimizerEntry {
+  std::string name = {}, help = {};
+  /// The optimizer over params; ValueError (naming the option) for hyperparameters it cannot take.
+  std::function<std::unique_ptr<Optimizer>(NamedParameters params, const Hyperparameters&)> make = {};
+  bool uses_momentum = false;  // it reads Hyperparameters::momentum (the command line refuses --momentum otherwise)
+};
+
+/// Adds an optimizer; a missing name or make, or a name registered before, is a ValueError. Returns true, so
+/// that a file registers at load time.
+bool register_optimizer(OptimizerEntry entry);
+/// The registered optimizers: optimizers().at("adamw") (ValueError "unknown optimizer 'x' (registered: sgd,
+/// adam or adamw)" for a name no loaded code registered), .names(), .choices().
+const NamedRegistry<OptimizerEntry>& optimizers();
 
 /// Throws ValueError "<optimizer>: <option> must be <requirement>, got <value>" unless ok.
 void check_option(bool ok, const char* optimizer, const char* option, const char* requirement, double value);

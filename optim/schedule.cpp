@@ -5,13 +5,42 @@
 
 namespace tapegrad::optim {
 
+namespace {
+
+NamedRegistry<ScheduleEntry>& registry() {
+  static NamedRegistry<ScheduleEntry> all("learning-rate schedule", "register_schedule");
+  return all;
+}
+
+// One initialiser runs every registration of this file when the library loads.
+const bool registered = [] {
+  register_schedule({.name = "constant", .help = "base lr after warm-up"});
+  register_schedule({.name = "cosine",
+                     .help = "cosine decay from base lr to min lr over the steps after warm-up",
+                     .factor = [](double p) { return 0.5 * (1 + std::cos(std::numbers::pi * p)); }});
+  register_schedule({.name = "linear",
+                     .help = "linear decay from base lr to min lr over the steps after warm-up",
+                     .factor = [](double p) { return 1 - p; }});
+  return true;
+}();
+
+}  // namespace
+
+bool register_schedule(ScheduleEntry entry) {
+  registry().add(std::move(entry));
+  return true;
+}
+
+const NamedRegistry<ScheduleEntry>& schedules() { return registry(); }
+
 double LrSchedule::lr_at(int64_t step) const {
-  const char* kname = schedule_name(kind);
+  const ScheduleEntry& entry = schedules().at(kind);
+  const char* kname = kind.c_str();
   if (!(std::isfinite(base_lr) && base_lr >= 0))
     throw ValueError(cat("LrSchedule (", kname, "): base_lr must be finite and >= 0, got ", base_lr));
   if (warmup_steps < 0)
     throw ValueError(cat("LrSchedule (", kname, "): warmup_steps must be >= 0, got ", warmup_steps));
-  if (kind != Kind::constant) {
+  if (entry.factor) {
     if (!(min_lr >= 0 && min_lr <= base_lr))
       throw ValueError(cat("LrSchedule (", kname, "): min_lr must be in [0, base_lr = ", base_lr, "], got ", min_lr));
     if (total_steps <= warmup_steps)  // nothing left to decay over: surely a forgotten total_steps
@@ -21,26 +50,10 @@ double LrSchedule::lr_at(int64_t step) const {
   if (step < 0) throw ValueError(cat("LrSchedule (", kname, "): step must be >= 0, got ", step));
 
   if (step < warmup_steps) return base_lr * static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
-  if (kind == Kind::constant) return base_lr;
+  if (!entry.factor) return base_lr;
   if (step >= total_steps) return min_lr;
   const double progress = static_cast<double>(step - warmup_steps) / static_cast<double>(total_steps - warmup_steps);
-  const double factor = kind == Kind::cosine ? 0.5 * (1 + std::cos(std::numbers::pi * progress)) : 1 - progress;
-  return min_lr + (base_lr - min_lr) * factor;
-}
-
-LrSchedule::Kind parse_schedule(const std::string& name) {
-  for (LrSchedule::Kind kind : {LrSchedule::Kind::constant, LrSchedule::Kind::cosine, LrSchedule::Kind::linear})
-    if (name == schedule_name(kind)) return kind;
-  throw ValueError(cat("unknown learning-rate schedule '", name, "'; choose one of: constant, cosine, linear"));
-}
-
-const char* schedule_name(LrSchedule::Kind kind) {
-  switch (kind) {
-    case LrSchedule::Kind::constant: return "constant";
-    case LrSchedule::Kind::cosine: return "cosine";
-    case LrSchedule::Kind::linear: return "linear";
-  }
-  return "?";
+  return min_lr + (base_lr - min_lr) * entry.factor(progress);
 }
 
 }  // namespace tapegrad::optim

@@ -4,6 +4,20 @@
 
 namespace tapegrad::optim {
 
+namespace {
+
+const bool registered = register_optimizer({
+    .name = "sgd",
+    .help = "stochastic gradient descent with momentum (--momentum) and L2 weight decay",
+    .make = [](NamedParameters params, const Hyperparameters& h) -> std::unique_ptr<Optimizer> {
+      return std::make_unique<SGD>(std::move(params), SgdOptions{.lr = h.lr, .momentum = h.momentum,
+                                                                 .weight_decay = h.weight_decay});
+    },
+    .uses_momentum = true,
+});
+
+}  // namespace
+
 SGD::SGD(NamedParameters params, const SgdOptions& options)
     : Optimizer("SGD", std::move(params), options.lr), options_(options) {
   const SgdOptions& o = options_;

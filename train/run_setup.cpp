@@ -5,9 +5,8 @@
 #include <utility>
 
 #include "autograd/autograd.h"
-#include "optim/adam.h"
+#include "optim/optimizer.h"
 #include "optim/schedule.h"
-#include "optim/sgd.h"
 #include "train/classifier_model.h"
 
 namespace tapegrad {
@@ -16,14 +15,11 @@ namespace {
 
 constexpr int64_t kDefaultSteps = 2000;
 
+/// The optimizer registered as o.optimizer (optim/optimizer.h), built with the run's hyperparameters.
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const nn::NamedTensors& params) {
-  if (o.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(params, optim::SgdOptions{o.lr, o.momentum, 0, false, o.weight_decay});
-  if (o.optimizer == "adam")
-    return std::make_unique<optim::Adam>(params, optim::AdamOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
-  if (o.optimizer == "adamw")
-    return std::make_unique<optim::AdamW>(params, optim::AdamWOptions{o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
-  throw ValueError(cat(option_field_name("optimizer"), ": '", o.optimizer, "' is not one of sgd, adam, adamw"));
+  const optim::OptimizerEntry* entry = optim::optimizers().find(o.optimizer);
+  if (!entry) throw ValueError(cat(option_field_name("optimizer"), ": ", optim::optimizers().unknown(o.optimizer)));
+  return entry->make(params, {.lr = o.lr, .weight_decay = o.weight_decay, .momentum = o.momentum});
 }
 
 }  // namespace
@@ -65,7 +61,7 @@ void set_up_training(Run& run) {
     total = o.steps > 0 ? o.steps : kDefaultSteps;
   }
   run.optimizer = make_optimizer(o, run.model->module().named_parameters());
-  run.schedule = {optim::parse_schedule(o.schedule), o.lr, o.warmup, std::max(total, o.warmup + 1), 0};
+  run.schedule = {o.schedule, o.lr, o.warmup, std::max(total, o.warmup + 1), 0};
   run.schedule.lr_at(0);  // validates the schedule before any work
 }
 

@@ -27,7 +27,7 @@ json Run::trainer_state(double elapsed) const {
                 {"epoch", data.stream->epoch()},
                 {"options", to_json(options)},
                 {"schedule",
-                 {{"kind", optim::schedule_name(schedule.kind)},
+                 {{"kind", schedule.kind},
                   {"base_lr", schedule.base_lr},
                   {"warmup_steps", schedule.warmup_steps},
                   {"total_steps", schedule.total_steps},
@@ -58,7 +58,7 @@ void restore_run_state(Run& run, const json& state, const std::string& dir, int6
   p.published_step = p.step;
   p.total_steps = total_steps > 0 ? total_steps : state.at("total_steps").get<int64_t>();
   const json& s = state.at("schedule");
-  run.schedule = {optim::parse_schedule(s.at("kind").get<std::string>()), s.at("base_lr").get<double>(),
+  run.schedule = {optim::schedules().at(s.at("kind").get<std::string>()).name, s.at("base_lr").get<double>(),
                   s.at("warmup_steps").get<int64_t>(), s.at("total_steps").get<int64_t>(),
                   s.at("min_lr").get<double>()};
   // A new total stretches the decay over it, as a fresh run's set-up would have (else a cosine or linear

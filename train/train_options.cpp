@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "autograd/error.h"
+#include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/io/strict_json.h"
@@ -100,9 +101,11 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   } else {
     validate_task(o.task, [&name](std::string_view field) { return name(cat("task.", field)); });
   }
-  if (o.optimizer != "sgd" && o.optimizer != "adam" && o.optimizer != "adamw")
-    throw ValueError(cat(name("optimizer"), ": '", o.optimizer, "' is not one of sgd, adam, adamw"));
-  optim::parse_schedule(o.schedule);  // a ValueError naming the choices
+  // Chosen by name from their registries (a user's program may have registered more).
+  if (!optim::optimizers().find(o.optimizer))
+    throw ValueError(cat(name("optimizer"), ": ", optim::optimizers().unknown(o.optimizer)));
+  if (!optim::schedules().find(o.schedule))
+    throw ValueError(cat(name("schedule"), ": ", optim::schedules().unknown(o.schedule)));
   check_memory_before_data(o, name);  // last: it needs every size in range
   std::error_code ec;
   if (std::filesystem::exists(o.out, ec) && !std::filesystem::is_directory(o.out, ec))

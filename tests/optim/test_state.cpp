@@ -37,7 +37,7 @@ NamedParameters copy_model(const NamedParameters& params) {
 
 // Steps the optimizer `steps` times, its lr set from a warm-up + cosine schedule by its own step count.
 void train(Optimizer& opt, const NamedParameters& params, int64_t steps) {
-  const LrSchedule schedule{LrSchedule::Kind::cosine, 0.05, 2, 12, 0.001};
+  const LrSchedule schedule{"cosine", 0.05, 2, 12, 0.001};
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t step = opt.step_count();
     opt.set_lr(schedule.lr_at(step));

@@ -25,7 +25,7 @@ std::string error_of(const TaskOptions& options) {
 }  // namespace
 
 TEST_CASE("train: task streams are deterministic per seed") {
-  for (const std::string& name : task_names()) {
+  for (const std::string& name : task_registry().names()) {
     INFO(name);
     TaskStream a({name}, 42), b({name}, 42), c({name}, 43);
     const std::vector<Example> xs = a.take(50), ys = b.take(50), zs = c.take(50);
