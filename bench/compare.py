@@ -18,9 +18,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TWIN = os.path.join(HERE, "train_step_torch.py")
-CONFIGS = {  # the twin's flags for tapegrad bench's named configurations
-    "small": dict(d_model=64, heads=4, d_ff=128, layers=2, seq=32, batch=64, warmup=20, steps=200),
-    "medium": dict(d_model=256, heads=8, d_ff=1024, layers=4, seq=128, batch=32, warmup=3, steps=20),
+CONFIGS = {  # the twin's flags (tapegrad train's names) for tapegrad bench's named configurations
+    "small": dict(d_model=64, heads=4, ff=128, layers=2, context_length=32, batch_size=64, warmup=20, steps=200),
+    "medium": dict(d_model=256, heads=8, ff=1024, layers=4, context_length=128, batch_size=32, warmup=3, steps=20),
 }
 PYTORCH_SETTINGS = [(threads, coretype) for threads in (1, 2) for coretype in (None, "SkylakeX", "Haswell")]
 

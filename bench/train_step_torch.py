@@ -63,10 +63,13 @@ class SequenceClassifier(nn.Module):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name, default in [("d-model", 32), ("heads", 2), ("d-ff", 64), ("layers", 2), ("seq", 32), ("batch", 64),
-                          ("vocab", 11), ("classes", 8), ("warmup", 20), ("steps", 300), ("repeats", 5),
-                          ("threads", 1)]:
-        p.add_argument("--" + name, type=int, default=default)
+    # tapegrad train's names; the older --d-ff, --seq and --batch (tapegrad bench's before) are aliases
+    for names, dest, default in [(["d-model"], "d_model", 32), (["heads"], "heads", 2), (["ff", "d-ff"], "d_ff", 64),
+                                 (["layers"], "layers", 2), (["context-length", "seq"], "seq", 32),
+                                 (["batch-size", "batch"], "batch", 64), (["vocab"], "vocab", 11),
+                                 (["classes"], "classes", 8), (["warmup"], "warmup", 20), (["steps"], "steps", 300),
+                                 (["repeats"], "repeats", 5), (["threads"], "threads", 1)]:
+        p.add_argument(*("--" + name for name in names), dest=dest, type=int, default=default)
     a = p.parse_args()
     if a.steps % a.repeats:
         p.error("--steps must be a multiple of --repeats")

@@ -412,16 +412,26 @@ TEST_CASE("train: cli a model without encoder layers trains and its checkpoint l
 
 TEST_CASE("cli: bench --json gives one line of sane figures per configuration, and bad flags one error line") {
   TempDir dir("tapegrad_test_cli");
-  const Result r = run_cli(dir, "bench --config small,small --d-model 16 --heads 2 --d-ff 32 --layers 1 --seq 8 "
-                                "--batch 4 --warmup 1 --steps 5 --threads 1 --json");
+  // train's names for the model flags, then bench's older names (aliases): the same sizes either way
+  const Result r = run_cli(dir, "bench --config small,small --d-model 16 --heads 2 --ff 32 --layers 1 --context-length 8 "
+                                "--batch-size 4 --warmup 1 --steps 5 --threads 1 --json");
+  const Result old = run_cli(dir, "bench --config small --d-model 16 --heads 2 --d-ff 32 --layers 1 --seq 8 "
+                                  "--batch 4 --warmup 1 --steps 5 --threads 1 --json");
+  INFO("stderr (older names): " << old.err);
+  REQUIRE(old.exit_code == 0);
   INFO("stderr: " << r.err);
   REQUIRE(r.exit_code == 0);
-  const std::vector<std::string> lines = lines_of(r.out);
-  REQUIRE(lines.size() == 2);
+  std::vector<std::string> lines = lines_of(r.out);
+  REQUIRE(lines.size() == 2);  // one a configuration
+  REQUIRE(lines_of(old.out).size() == 1);
+  lines.push_back(lines_of(old.out).at(0));
   for (const std::string& line : lines) {
     const json j = json::parse(line);
     CHECK(j.at("config") == "small");
     CHECK(j.at("d_model") == 16);
+    CHECK(j.at("d_ff") == 32);
+    CHECK(j.at("seq") == 8);
+    CHECK(j.at("batch") == 4);
     CHECK(j.at("threads") == 1);
     CHECK(j.at("steps_per_second").get<double>() > 0);
     CHECK(j.at("tokens_per_second").get<double>() == Approx(j.at("steps_per_second").get<double>() * 32));
@@ -439,7 +449,7 @@ TEST_CASE("cli: bench --json gives one line of sane figures per configuration, a
     CHECK(!j.at("blas_kernels").get<std::string>().empty());
   }
   require_one_line_error(run_cli(dir, "bench --config huge"), "unknown configuration 'huge'");
-  require_one_line_error(run_cli(dir, "bench --config small --seq 2"), "--seq must be in [4, ");
+  require_one_line_error(run_cli(dir, "bench --config small --context-length 2"), "--context-length must be in [4, ");
 }
 
 TEST_CASE("train: cli a non-finite loss or weight stops training, and --detect-anomaly names the op that made it") {

@@ -96,21 +96,34 @@ void start_threads(int threads) {
   }
 }
 
-}  // namespace
-
-BenchConfig bench_config(const std::string& name) {
-  BenchConfig c;
-  c.name = name;
-  if (name == "small") return c;  // the defaults
-  if (name == "medium") {
-    c.d_model = 256, c.heads = 8, c.d_ff = 1024, c.layers = 4, c.seq = 128, c.batch = 32;
-    c.warmup = 3, c.steps = 20;
-    return c;
-  }
-  throw ValueError(cat("--config: unknown configuration '", name, "' (choose from ", bench_config_names(), ")"));
+NamedRegistry<BenchConfig>& registry() {
+  static NamedRegistry<BenchConfig> all("configuration", "register_bench_config");
+  return all;
 }
 
-std::string bench_config_names() { return "small, medium"; }
+// One initialiser runs every registration of this file when the library loads.
+const bool registered = [] {
+  register_bench_config({.name = "small", .help = "d_model 64, 4 heads, d_ff 128, 2 layers, T 32, batch 64"});
+  register_bench_config({.name = "medium",
+                         .help = "d_model 256, 8 heads, d_ff 1024, 4 layers, T 128, batch 32",
+                         .d_model = 256, .heads = 8, .d_ff = 1024, .layers = 4, .seq = 128, .batch = 32,
+                         .warmup = 3, .steps = 20});
+  return true;
+}();
+
+}  // namespace
+
+bool register_bench_config(BenchConfig config) {
+  registry().add(std::move(config));
+  return true;
+}
+
+const NamedRegistry<BenchConfig>& bench_configs() { return registry(); }
+
+BenchConfig bench_config(const std::string& name) {
+  if (const BenchConfig* config = bench_configs().find(name)) return *config;
+  throw ValueError(cat("--config: ", bench_configs().unknown(name)));
+}
 
 void validate(const BenchConfig& c) {
   const auto require = [](bool ok, const char* flag, const std::string& rule, int64_t value) {
@@ -122,11 +135,11 @@ void validate(const BenchConfig& c) {
   if (c.d_model % c.heads != 0)
     throw ValueError(cat("--d-model ", c.d_model, " is not divisible by --heads ", c.heads,
                          ": each head gets d_model / heads dimensions"));
-  require(c.d_ff >= 1 && c.d_ff <= kMaxWidth, "--d-ff", cat("in [1, ", kMaxWidth, "]"), c.d_ff);
+  require(c.d_ff >= 1 && c.d_ff <= kMaxWidth, "--ff", cat("in [1, ", kMaxWidth, "]"), c.d_ff);
   require(c.layers >= 0 && c.layers <= kMaxLayers, "--layers", cat("in [0, ", kMaxLayers, "]"), c.layers);
-  require(c.seq >= 4 && c.seq <= kMaxWidth, "--seq", cat("in [4, ", kMaxWidth, "] (a quarter of it is the shortest row)"),
+  require(c.seq >= 4 && c.seq <= kMaxWidth, "--context-length", cat("in [4, ", kMaxWidth, "] (a quarter of it is the shortest row)"),
           c.seq);
-  require(c.batch >= 1, "--batch", ">= 1", c.batch);
+  require(c.batch >= 1, "--batch-size", ">= 1", c.batch);
   require(c.warmup >= 0, "--warmup", ">= 0", c.warmup);
   require(c.steps >= 1, "--steps", ">= 1", c.steps);
   require(c.threads >= 0 && c.threads <= kMaxThreads, "--threads", cat("in [0, ", kMaxThreads, "] (0: every core)"),
@@ -137,7 +150,7 @@ void validate(const BenchConfig& c) {
   TrainOptions as_trained;
   as_trained.batch_size = c.batch;
   as_trained.model = bench_model(c);
-  check_memory(as_trained, "--batch, --seq, --d-model, --d-ff or --layers");
+  check_memory(as_trained, "--batch-size, --context-length, --d-model, --ff or --layers");
 }
 
 // Per layer, with N = batch · T token rows, C = d_model, F = d_ff, T the sequence length:

@@ -7,24 +7,30 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autograd/named_registry.h"
+
 namespace tapegrad {
 
 struct BenchConfig {
-  std::string name = "custom";
+  std::string name = "custom", help = {};
   int64_t d_model = 64, heads = 4, d_ff = 128, layers = 2, seq = 32, batch = 64, vocab = 11, classes = 8;
   int64_t warmup = 20, steps = 200, repeats = 5;
   int threads = 0;  // 0: every core
 };
 
-/// The named configurations: "small" (d_model 64, 4 heads, d_ff 128, 2 layers, T 32, batch 64) and
-/// "medium" (d_model 256, 8 heads, d_ff 1024, 4 layers, T 128, batch 32). A ValueError naming --config
-/// and listing the names for another name.
+/// Adds a named configuration (`bench --config <name>`); an empty name or one registered before is a
+/// ValueError. Returns true, so that a file registers at load time.
+bool register_bench_config(BenchConfig config);
+/// The registered configurations: "small" (d_model 64, 4 heads, d_ff 128, 2 layers, T 32, batch 64) and
+/// "medium" (d_model 256, 8 heads, d_ff 1024, 4 layers, T 128, batch 32) first.
+const NamedRegistry<BenchConfig>& bench_configs();
+/// A copy of the configuration registered as name; a ValueError "--config: unknown configuration 'x'
+/// (registered: small or medium)" for another name.
 BenchConfig bench_config(const std::string& name);
-/// The names bench_config knows, comma-separated: "small, medium".
-std::string bench_config_names();
 
-/// Refuses, naming `tapegrad bench`'s flags, a configuration no run can use: d_model, d_ff and seq outside
-/// [1, 2^20] (seq >= 4: a quarter of it is the shortest row), heads outside [1, d_model] or not dividing
+/// Refuses, naming `tapegrad bench`'s flags (train's names: --ff, --context-length, --batch-size), a
+/// configuration no run can use: d_model, d_ff and seq outside [1, 2^20] (seq >= 4: a quarter of it is the
+/// shortest row), heads outside [1, d_model] or not dividing
 /// d_model, layers outside [0, 1024], batch < 1, warmup < 0, steps < 1, threads outside [0, 1024], and a
 /// model whose training needs more than the machine's memory (train/training_memory.h).
 void validate(const BenchConfig& config);

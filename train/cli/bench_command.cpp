@@ -9,27 +9,45 @@
 
 namespace tapegrad::cli {
 
+namespace {
+
+/// --config's help: every registered configuration (a user's program lists its own too) with its sizes.
+std::string config_help() {
+  std::string help = "Named configurations, comma-separated:";
+  for (const BenchConfig& config : bench_configs().entries()) help += cat("\n  ", config.name, ": ", config.help);
+  return help;
+}
+
+}  // namespace
+
 void add_bench(CLI::App& app, BenchFlags& f) {
   auto* cmd = app.add_subcommand("bench", "Time training steps of named model sizes (see docs/performance.md)");
-  cmd->add_option("--config", f.configs, cat("Named configurations, comma-separated: ", bench_config_names()))
-      ->delimiter(',')
-      ->capture_default_str();
-  // Each override given replaces its field in every configuration; the others keep the configuration's.
+  cmd->add_option("--config", f.configs, config_help())->delimiter(',')->capture_default_str();
+  // Each override given replaces its field in every configuration; the others keep the configuration's. The
+  // model flags have train's names; bench's older names stay as hidden aliases (--d-ff, --seq, --batch), so
+  // that scripts written for them keep working.
   struct Override {
-    CLI::Option* option;
+    std::vector<CLI::Option*> options;  // the flag and its alias, if any
     const int64_t* value;
     int64_t BenchConfig::*field;
+    bool given() const {
+      return std::any_of(options.begin(), options.end(), [](const CLI::Option* o) { return o->count() > 0; });
+    }
   };
-  const auto override_option = [&](const char* flag, int64_t& value, int64_t BenchConfig::*field, const char* help) {
-    return Override{add_integer_option(cmd, flag, value, help), &value, field};
+  const auto override_option = [&](const char* flag, int64_t& value, int64_t BenchConfig::*field, std::string help,
+                                   const char* alias = nullptr) {
+    if (alias) help += cat(" (also ", alias, ")");
+    Override o{{add_integer_option(cmd, flag, value, help)}, &value, field};
+    if (alias) o.options.push_back(add_integer_option(cmd, alias, value, help)->group(""));
+    return o;
   };
   const std::vector<Override> overrides = {
       override_option("--d-model", f.d_model, &BenchConfig::d_model, "Override d_model"),
       override_option("--heads", f.heads, &BenchConfig::heads, "Override the number of heads"),
-      override_option("--d-ff", f.d_ff, &BenchConfig::d_ff, "Override d_ff"),
+      override_option("--ff", f.d_ff, &BenchConfig::d_ff, "Override the feed-forward width d_ff", "--d-ff"),
       override_option("--layers", f.layers, &BenchConfig::layers, "Override the number of layers"),
-      override_option("--seq", f.seq, &BenchConfig::seq, "Override the sequence length T"),
-      override_option("--batch", f.batch, &BenchConfig::batch, "Override the batch size"),
+      override_option("--context-length", f.seq, &BenchConfig::seq, "Override the sequence length T", "--seq"),
+      override_option("--batch-size", f.batch, &BenchConfig::batch, "Override the batch size", "--batch"),
       override_option("--warmup", f.warmup, &BenchConfig::warmup, "Override the untimed warm-up steps"),
       override_option("--steps", f.steps, &BenchConfig::steps, "Override the timed steps")};
   add_integer_option(cmd, "--threads", f.threads, "Threads (0: every core)")->capture_default_str();
@@ -41,7 +59,7 @@ void add_bench(CLI::App& app, BenchFlags& f) {
     for (const std::string& name : f.configs) {
       BenchConfig config = bench_config(name);
       for (const Override& o : overrides)
-        if (o.option->count() > 0) config.*o.field = *o.value;
+        if (o.given()) config.*o.field = *o.value;
       if (cmd->get_option("--steps")->count() > 0)  // no more timed chunks than steps
         config.repeats = std::min<int64_t>(config.repeats, std::max<int64_t>(f.steps, 1));
       config.threads = f.threads;
