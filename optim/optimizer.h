@@ -116,8 +116,9 @@ struct OptimizerEntry {
 /// Adds an optimizer; a missing name or make, or a name registered before, is a ValueError. Returns true, so
 /// that a file registers at load time.
 bool register_optimizer(OptimizerEntry entry);
-/// The registered optimizers: optimizers().at("adamw") (ValueError "unknown optimizer 'x' (registered: sgd,
-/// adam or adamw)" for a name no loaded code registered), .names(), .choices().
+/// The registered optimizers, in registration order (the library's files load adam.cpp's before sgd.cpp's):
+/// optimizers().at("adamw") (ValueError "unknown optimizer 'x' (registered: adam, adamw or sgd)" for a name no
+/// loaded code registered), .names(), .choices().
 const NamedRegistry<OptimizerEntry>& optimizers();
 
 /// Throws ValueError "<optimizer>: <option> must be <requirement>, got <value>" unless ok.

@@ -38,7 +38,7 @@ TEST_CASE("train options: validate names the TrainOptions field, the rule and th
       {"validation fraction of 1", [](TrainOptions& o) { o.data = "x.tsv", o.valid_fraction = 1; },
        "TrainOptions.valid_fraction must be in (0, 1) (the share of TrainOptions.data held out), got 1"},
       {"unknown optimizer", [](TrainOptions& o) { o.optimizer = "lion"; },
-       "TrainOptions.optimizer: unknown optimizer 'lion' (registered: sgd, adam or adamw)"},
+       "TrainOptions.optimizer: unknown optimizer 'lion' (registered: adam, adamw or sgd)"},
   };
   for (const BadOption& c : cases) {
     INFO(c.name);

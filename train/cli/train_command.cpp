@@ -4,10 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <set>
 
 #include "autograd/error.h"
+#include "optim/optimizer.h"
 #include "train/cli/number_flags.h"
+#include "train/cli/train_flags.h"
 #include "train/io/interrupt.h"
 #include "train/checkpoint/model_config.h"
 #include "train/trainer.h"
@@ -23,55 +24,60 @@ std::string shell_quoted(const std::string& text) {
   return quoted + "'";
 }
 
-/// A flag that would have no effect in the chosen mode is refused by name, never silently ignored.
-void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
+/// --momentum (the kMomentum rows) with an optimizer whose registration does not read it: "--momentum applies
+/// to --optimizer sgd only, not adamw". An unregistered optimizer reads none (validate() names it after).
+template <class Given>
+void refuse_momentum(const std::vector<TrainFlag>& table, const TrainFlags& f, const Given& given) {
+  const optim::OptimizerEntry* chosen = optim::optimizers().find(f.options.optimizer);
+  if (chosen && chosen->uses_momentum) return;
+  std::vector<std::string> readers;
+  for (const optim::OptimizerEntry& e : optim::optimizers().entries())
+    if (e.uses_momentum) readers.push_back(e.name);
+  for (const std::string& name : flags_with(table, kMomentum))
+    if (given(name))
+      throw ValueError(cat(name, " applies to --optimizer ", choices_text(readers), " only, not ", f.options.optimizer));
+}
+
+/// A flag that would have no effect in the chosen mode is refused by name, never silently ignored. Which
+/// flags each rule covers is the table's (train_flags.h): the rows having the rule's property.
+void refuse_flags_without_effect(const CLI::App& cmd, const std::vector<TrainFlag>& table, const TrainFlags& f) {
   const auto given = [&](const std::string& name) { return cmd.get_option(name)->count() > 0; };
-  const auto refuse = [&](std::initializer_list<const char*> names, const std::string& why) {
-    for (const char* name : names)
+  const auto refuse = [&](const std::vector<std::string>& names, const std::string& why) {
+    for (const std::string& name : names)
       if (given(name)) throw ValueError(cat(name, " ", why));
   };
+  const auto with = [&](unsigned property) { return flags_with(table, property); };
   if (f.launch.ranks == 1)
-    refuse({"--exact-reduction", "--no-overlap", "--bucket-mb", "--comm-timeout"},
-           "applies to data-parallel training only: mpirun -np N tapegrad train ... (N > 1)");
+    refuse(with(kRanksOnly), "applies to data-parallel training only: mpirun -np N tapegrad train ... (N > 1)");
   if (given("--no-overlap")) refuse({"--bucket-mb"}, "sizes the buckets that overlap backward, which --no-overlap turns off");
   if (!(f.data_parallel.bucket_mb > 0 && std::isfinite(f.data_parallel.bucket_mb)))
     throw ValueError(cat("--bucket-mb must be a finite number > 0, got ", f.data_parallel.bucket_mb));
   if (!(f.comm_timeout > 0 && std::isfinite(f.comm_timeout)))
     throw ValueError(cat("--comm-timeout must be a finite number of seconds > 0, got ", f.comm_timeout));
-  if (!f.resume.empty()) {  // a resumed run keeps its saved settings; these few it can honour exactly
-    const std::set<std::string> honoured = {"--resume", "--steps", "--threads", "--verbose", "--json", "--data", "--valid",
-                                             "--detect-anomaly", "--exact-reduction", "--no-overlap", "--bucket-mb",
-                                             "--comm-timeout"};
-    for (const CLI::Option* option : cmd.get_options())
-      if (option->count() > 0 && !honoured.count(option->get_name()))
-        throw ValueError(cat(option->get_name(), " cannot change when resuming: --resume continues ", f.resume,
+  if (!f.resume.empty()) {  // a resumed run keeps its saved settings; the resumable ones it can honour exactly
+    for (const TrainFlag& row : table)
+      if (given(row.name) && !row.is(kResumable))
+        throw ValueError(cat(row.name, " cannot change when resuming: --resume continues ", f.resume,
                              " with its saved settings (start a new run with --init ", f.resume, " to change them)"));
     return;
   }
   if (given("--data"))
-    refuse({"--task", "--train-size", "--valid-size", "--symbols", "--min-len", "--max-len"},
-           "configures a built-in task, which --data replaces");
+    refuse(with(kTaskOnly), "configures a built-in task, which --data replaces");
   else
-    refuse({"--valid", "--valid-fraction"}, "needs --data (a built-in task has its own validation set)");
+    refuse(with(kDataOnly), "needs --data (a built-in task has its own validation set)");
   if (given("--valid")) refuse({"--valid-fraction"}, "splits --data, but --valid gives the validation set");
   // --init takes the model from the checkpoint: what the weights' shapes are and what they compute. Flags that
   // would change either are refused; the training-only ones (--dropout, --moe-aux-weight) change neither, so a
   // fine-tuning run sets its own (docs/reliability.md).
   if (given("--init"))
-    refuse({"--d-model", "--heads", "--ff", "--layers", "--context-length", "--activation", "--norm-first", "--final-norm",
-            "--pool", "--positional", "--attention", "--norm", "--ffn", "--causal", "--temperature", "--experts",
-            "--top-k"},
-           "cannot change with --init: the model's shape and what it computes are the checkpoint's (only the "
-           "training-only --dropout and --moe-aux-weight can)");
-  if (f.options.optimizer != "sgd") refuse({"--momentum"}, cat("applies to --optimizer sgd only, not ", f.options.optimizer));
-  if (!given("--data") && !given("--train-size"))
-    refuse({"--no-shuffle", "--epochs"}, "needs a fixed training set (--data or --train-size)");
+    refuse(with(kModelShape), "cannot change with --init: the model's shape and what it computes are the checkpoint's "
+                              "(only the training-only --dropout and --moe-aux-weight can)");
+  refuse_momentum(table, f, given);
+  if (!given("--data") && !given("--train-size")) refuse(with(kFixedSet), "needs a fixed training set (--data or --train-size)");
   // With no encoder layer, the layers' own settings change nothing (--pool cls refuses --layers 0 itself).
   if (f.options.model.n_layers == 0 && !given("--init")) {
     const std::string why = "configures the encoder layers, and --layers 0 builds none";
-    refuse({"--heads", "--ff", "--attention", "--ffn", "--experts", "--top-k", "--moe-aux-weight", "--activation",
-            "--causal", "--temperature", "--norm-first"},
-           why);
+    refuse(with(kLayerSetting), why);
     if (!f.options.model.final_norm) refuse({"--norm"}, why + " (and no --final-norm)");
     if (given("--positional") && nn::component<nn::PositionalKind>(f.options.model.positional).acts_in_attention)
       throw ValueError(cat("--positional ", f.options.model.positional, " acts inside attention, and --layers 0 builds ",
@@ -82,21 +88,11 @@ void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
       throw ValueError(cat("--moe-aux-weight applies to --ffn moe only, and the --init checkpoint ", f.options.init,
                            " has no moe block"));
   } else if (f.options.model.ffn != "moe") {
-    refuse({"--experts", "--top-k", "--moe-aux-weight"}, cat("applies to --ffn moe only, not --ffn ", f.options.model.ffn));
+    refuse(with(kMoeOnly), cat("applies to --ffn moe only, not --ffn ", f.options.model.ffn));
   }
   // 0 is the library's "derive it"; given on the command line it is a mistake.
   for (auto [name, value] : {std::pair{"--steps", f.options.steps}, {"--epochs", f.options.epochs}})
     if (given(name) && value <= 0) throw ValueError(cat(name, " must be positive, got ", value));
-}
-
-/// --<flag> choosing a registered component of Kind by name; the help lists every variant this program
-/// has registered (a user's program lists its own too) with what it computes.
-template <class Kind>
-void add_component_option(CLI::App* cmd, const std::string& flag, std::string& field, const std::string& what) {
-  std::string help = what + ":";
-  for (const std::string& name : nn::component_names<Kind>())
-    help += cat("\n  ", name, ": ", nn::component<Kind>(name).help);
-  cmd->add_option(flag, field, help)->check(CLI::IsMember(nn::component_names<Kind>()))->capture_default_str();
 }
 
 /// The flags' values, by the library's rules but in the flags' names, before the library is called (whose
@@ -122,72 +118,12 @@ std::string flag_for(std::string_view field) {
 }
 
 void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
-  TrainOptions& o = f.options;
   auto* cmd = app.add_subcommand("train", "Train a transformer encoder classifier on a built-in task or a TSV file");
-  cmd->add_option("--task", f.task, "Built-in task: majority | order")->capture_default_str();
-  add_path_option(cmd, "--data", o.data, "Training data: a TSV file of label<TAB>text lines");
-  add_path_option(cmd, "--valid", o.valid, "Validation TSV (default: a seeded split of --data)");
-  add_real_option(cmd, "--valid-fraction", o.valid_fraction, "Share of --data held out when --valid is not given")->capture_default_str();
-  add_integer_option(cmd, "--train-size", o.train_size, "Task only: a fixed training set of this many examples (0: fresh ones every batch)")->capture_default_str();
-  add_integer_option(cmd, "--valid-size", o.valid_size, "Task only: examples in the validation set (fewer for long sequences)")->capture_default_str();
-  add_integer_option(cmd, "--symbols", o.task.symbols, "Task vocabulary size V (words t0..t{V-1})")->capture_default_str();
-  add_integer_option(cmd, "--min-len", o.task.min_len, "Shortest generated sequence")->capture_default_str();
-  add_integer_option(cmd, "--max-len", o.task.max_len, "Longest generated sequence")->capture_default_str();
-  add_integer_option(cmd, "--d-model", o.model.d_model, "Model width")->capture_default_str();
-  add_integer_option(cmd, "--heads", o.model.n_heads, "Attention heads")->capture_default_str();
-  add_integer_option(cmd, "--ff", o.model.d_ff, "Feed-forward width")->capture_default_str();
-  add_integer_option(cmd, "--layers", o.model.n_layers, "Encoder layers")->capture_default_str();
-  add_integer_option(cmd, "--context-length", o.context_length, "Longest sequence the model accepts (0: the longest the data can produce)")->capture_default_str();
-  add_component_option<nn::PositionalKind>(cmd, "--positional", o.model.positional, "Position information");
-  add_component_option<nn::AttentionKind>(cmd, "--attention", o.model.attention, "Self-attention of each layer");
-  add_component_option<nn::NormKind>(cmd, "--norm", o.model.norm, "Normalisation of each layer (and the final one)");
-  add_component_option<nn::FeedForwardKind>(cmd, "--ffn", o.model.ffn, "Position-wise block of each layer");
-  add_integer_option(cmd, "--experts", o.model.experts, "--ffn moe: experts per layer")->capture_default_str();
-  add_integer_option(cmd, "--top-k", o.model.top_k, "--ffn moe: experts each token goes through")->capture_default_str();
-  add_real_option(cmd, "--moe-aux-weight", o.model.moe_aux_weight, "--ffn moe: weight of the load-balancing loss")
-      ->capture_default_str();
-  add_component_option<nn::ActivationKind>(cmd, "--activation", o.model.activation, "Activation of the feed-forward block");
-  add_component_option<nn::PoolKind>(cmd, "--pool", o.model.pool, "How a sequence becomes one vector");
-  cmd->add_flag("--norm-first", o.model.norm_first, "Pre-LN layers (the norm before attention and feed-forward)");
-  cmd->add_flag("--final-norm", o.model.final_norm, "A norm after the last encoder layer");
-  add_real_option(cmd, "--dropout", o.model.dropout, "Dropout probability")->capture_default_str();
-  cmd->add_flag("--causal", o.model.causal, "Causal self-attention: each position sees earlier ones only (GPT-style)");
-  add_real_option(cmd, "--temperature", o.model.temperature, "Attention softmax temperature: softmax(q k^T / (sqrt(D) * t))")->capture_default_str();
-  cmd->add_option("--optimizer", o.optimizer, "sgd | adam | adamw")->capture_default_str();
-  add_real_option(cmd, "--lr", o.lr, "Learning rate")->capture_default_str();
-  add_real_option(cmd, "--weight-decay", o.weight_decay, "Weight decay (decoupled for adamw, L2 otherwise)")->capture_default_str();
-  add_real_option(cmd, "--momentum", o.momentum, "SGD momentum")->capture_default_str();
-  add_integer_option(cmd, "--warmup", o.warmup, "Linear warm-up steps")->capture_default_str();
-  cmd->add_option("--schedule", o.schedule, "Learning rate after warm-up: constant | cosine | linear")->capture_default_str();
-  add_real_option(cmd, "--clip-grad", o.clip_grad, "Clip the global gradient norm to this (0: off)")->capture_default_str();
-  add_integer_option(cmd, "--batch-size", o.batch_size, "Examples per step")->capture_default_str();
-  add_integer_option(cmd, "--steps", o.steps, "Total optimizer steps (default 2000, or from --epochs)");
-  add_integer_option(cmd, "--epochs", o.epochs, "Passes over a fixed training set (--data or --train-size)");
-  add_integer_option(cmd, "--seed", o.seed, "Seed of every random stream")->capture_default_str();
-  add_integer_option(cmd, "--threads", o.threads, "Threads for everything, BLAS included (0: every core)")->capture_default_str();
-  add_integer_option(cmd, "--eval-every", o.eval_every, "Validate (and checkpoint) every this many steps")->capture_default_str();
-  add_integer_option(cmd, "--log-every", o.log_every, "Add the mean training loss of the last this many steps to metrics.csv and curves.svg")->capture_default_str();
-  add_real_option(cmd, "--target-acc", o.target_acc, "Stop once validation accuracy reaches this fraction (0: never)")->capture_default_str();
-  add_path_option(cmd, "--out", o.out, "Run directory: checkpoint, best/, metrics.csv, curves.svg")->capture_default_str();
-  add_path_option(cmd, "--init", o.init, "Start from this checkpoint's weights and vocabulary, with a fresh optimizer");
-  add_path_option(cmd, "--resume", f.resume, "Continue this run directory exactly where it stopped (--steps sets a new total)");
-  cmd->add_flag("--no-shuffle", f.no_shuffle, "Visit a fixed training set in file order");
-  cmd->add_flag("--overwrite", o.overwrite, "Replace a training run already in --out (refused otherwise)");
-  cmd->add_flag("--json", f.json, "Print one JSON line with the results on stdout at the end");
-  cmd->add_flag("--verbose", o.verbose, "Also print the threads and the BLAS kernels in use");
-  cmd->add_flag("--detect-anomaly", o.detect_anomaly,
-                "Check every op for NaN and Inf and name the first that makes one, with its shapes and place in the model (slower)");
-  // Data parallelism: `mpirun -np N tapegrad train ...` (docs/distributed.md).
-  cmd->add_flag("--exact-reduction", f.data_parallel.exact,
-                "mpirun: add the ranks' gradients in rank order in double, the same bits in every run (slower)");
-  cmd->add_flag("--no-overlap", f.no_overlap, "mpirun: sum the gradients after backward, not bucket by bucket during it");
-  add_real_option(cmd, "--bucket-mb", f.data_parallel.bucket_mb, "mpirun: gradient megabytes per bucket summed during backward")
-      ->capture_default_str();
-  add_real_option(cmd, "--comm-timeout", f.comm_timeout, "mpirun: seconds to wait for the other ranks before stopping")
-      ->capture_default_str();
-  cmd->callback([&f, program, cmd] {
+  const std::vector<TrainFlag> table = train_flag_table(f);  // every flag, defined from its row
+  for (const TrainFlag& row : table) row.add(cmd);
+  cmd->callback([&f, program, cmd, table] {
     const auto check_flags = [&] {
-      refuse_flags_without_effect(*cmd, f);
+      refuse_flags_without_effect(*cmd, table, f);
       if (f.resume.empty()) check_flag_values(f);  // a resumed run's options are the saved ones, checked on loading
     };
     if (f.launch.ranks > 1) {  // the ranks connect first, so that a flag one of them refuses stops them all

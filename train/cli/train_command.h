@@ -6,25 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "train/parallel/communicator.h"
-#include "train/parallel/data_parallel.h"
-#include "train/parallel/mpi/launch.h"
-#include "train/train_options.h"
+#include "train/cli/train_flags.h"
 
 namespace tapegrad::cli {
-
-/// What `tapegrad train` was given; the data-parallel part is filled in as the ranks connect.
-struct TrainFlags {
-  TrainOptions options;
-  std::string task = "majority", resume;
-  bool no_shuffle = false, json = false;
-  // Data parallelism: how mpirun started this process, the ranks once connected, and their settings.
-  Launch launch = launch_from_environment();
-  std::unique_ptr<Communicator> ranks;
-  DataParallelOptions data_parallel;
-  bool no_overlap = false;
-  double comm_timeout = 60;
-};
 
 /// Adds the train subcommand; `program` is argv[0], for the predict command it suggests at the end.
 void add_train(CLI::App& app, TrainFlags& flags, const std::string& program);
