@@ -39,12 +39,12 @@ class NamedRegistry {
   NamedRegistry& operator=(const NamedRegistry&) = delete;
 
   /// Adds entry; an empty name or one registered before is a ValueError ("register_optimizer: optimizer 'sgd'
-  /// is registered twice"), and nothing is added. Returns the stored entry, which stays where it is.
-  const Entry& add(Entry entry) {
+  /// is registered twice"), and nothing is added. Returns true, so that a file registers at load time.
+  bool add(Entry entry) {
     if (entry.name.empty()) throw ValueError(cat(adder_, ": a ", kind_, " needs a name"));
     if (find(entry.name)) throw ValueError(cat(adder_, ": ", kind_, " '", entry.name, "' is registered twice"));
     entries_.push_back(std::move(entry));
-    return entries_.back();
+    return true;
   }
 
   /// The entry registered under name, or nullptr.

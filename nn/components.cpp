@@ -30,8 +30,7 @@ bool register_component(typename Kind::Entry entry) {
     throw ValueError(cat(
         "register_component: ", Kind::kName, " '", entry.name, "' lacks ",
         requires { entry.apply; } ? "apply" : "make or parameter_count"));
-  registry<Kind>().add(std::move(entry));
-  return true;
+  return registry<Kind>().add(std::move(entry));
 }
 
 template <class Kind>

@@ -20,8 +20,7 @@ NamedRegistry<OptimizerEntry>& registry() {
 bool register_optimizer(OptimizerEntry entry) {
   if (!entry.name.empty() && !entry.make)
     throw ValueError(cat("register_optimizer: optimizer '", entry.name, "' lacks make"));
-  registry().add(std::move(entry));
-  return true;
+  return registry().add(std::move(entry));
 }
 
 const NamedRegistry<OptimizerEntry>& optimizers() { return registry(); }

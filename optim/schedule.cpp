@@ -26,10 +26,7 @@ const bool registered = [] {
 
 }  // namespace
 
-bool register_schedule(ScheduleEntry entry) {
-  registry().add(std::move(entry));
-  return true;
-}
+bool register_schedule(ScheduleEntry entry) { return registry().add(std::move(entry)); }
 
 const NamedRegistry<ScheduleEntry>& schedules() { return registry(); }
 

@@ -113,10 +113,7 @@ const bool registered = [] {
 
 }  // namespace
 
-bool register_bench_config(BenchConfig config) {
-  registry().add(std::move(config));
-  return true;
-}
+bool register_bench_config(BenchConfig config) { return registry().add(std::move(config)); }
 
 const NamedRegistry<BenchConfig>& bench_configs() { return registry(); }
 

@@ -101,8 +101,7 @@ const bool registered = [] {
 bool register_task(TaskEntry entry) {
   if (!entry.name.empty() && !(entry.next && entry.labels && entry.words))
     throw ValueError(cat("register_task: task '", entry.name, "' lacks next, labels or words"));
-  registry().add(std::move(entry));
-  return true;
+  return registry().add(std::move(entry));
 }
 
 const NamedRegistry<TaskEntry>& task_registry() { return registry(); }
