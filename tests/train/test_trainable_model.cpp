@@ -86,7 +86,7 @@ TEST_CASE("train: a model kind other than the classifier trains, validates and c
   run.dropout_rng = std::make_shared<Generator>(2);
   run.model = std::make_unique<BagOfWordsModel>(run.data, o.context_length, init);
   run.optimizer = std::make_unique<optim::Adam>(run.model->module().named_parameters(), optim::AdamOptions{0.05});
-  run.schedule = {optim::LrSchedule::Kind::constant, 0.05, 0, 150, 0};
+  run.schedule = {"constant", 0.05, 0, 150, 0};
   run.progress.total_steps = 150;
 
   std::ostringstream log;
