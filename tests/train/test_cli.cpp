@@ -1,5 +1,4 @@
-// The tapegrad command line, run as a real process: every subcommand's --help listing exactly its flags (train's
-// from its flag table), every train flag refused in each mode its row says it has no effect in, one-line errors with a
+// The tapegrad command line, run as a real process (its flags: test_cli_flags.cpp): one-line errors with a
 // non-zero exit for bad flags, values and files, `train --json`, a TSV round trip through train,
 // predict and eval (unknown words, over-long lines, stdin), the attention SVG and `gradcheck --json`.
 #include <sys/wait.h>
@@ -10,8 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
-#include <set>
 #include <sstream>
 
 #include "autograd/error.h"
@@ -19,124 +16,12 @@
 #include "support/cli.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint/checkpoint.h"
-#include "train/cli/train_flags.h"
 
 using namespace tapegrad;
 using testing::TempDir;
 using namespace testing;
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-namespace {
-
-/// The flags a subcommand's --help lists (its first column: "--flag", "-h,--help", "--ff TEXT"), --help aside.
-std::set<std::string> flags_in_help(const std::string& help) {
-  static const std::regex option(R"(^\s+(?:-\w,)?(--[\w-]+))");
-  std::set<std::string> flags;
-  for (const std::string& line : lines_of(help))
-    if (std::smatch m; std::regex_search(line, m, option) && m[1] != "--help") flags.insert(m[1]);
-  return flags;
-}
-
-/// Every row of train's flag table (train/cli/train_flags.h), the one list of train's flags.
-std::vector<cli::TrainFlag> train_table() {
-  static cli::TrainFlags flags;  // the rows are bound to it
-  return cli::train_flag_table(flags);
-}
-
-}  // namespace
-
-TEST_CASE("train: cli every subcommand has --help listing its flags") {
-  TempDir dir("tapegrad_test_cli");
-  std::set<std::string> train_flags;
-  for (const cli::TrainFlag& row : train_table()) train_flags.insert(row.name);
-  // Every flag of each subcommand, exactly: a flag missing from --help, or one --help lists that is not here
-  // (for train: not in the table), fails.
-  const std::vector<std::pair<std::string, std::set<std::string>>> commands = {
-      {"train", train_flags},
-      {"eval", {"--checkpoint", "--task", "--data", "--symbols", "--min-len", "--max-len", "--seed", "--valid-size", "--json"}},
-      {"predict", {"--checkpoint", "--text", "--attention-svg", "--json"}},
-      {"gradcheck", {"--json", "--filter", "--list"}},
-      {"bench", {"--config", "--d-model", "--heads", "--ff", "--layers", "--context-length", "--batch-size", "--warmup",
-                 "--steps", "--threads", "--json"}},
-  };
-  const Result top = run_cli(dir, "--help");
-  REQUIRE(top.exit_code == 0);
-  for (const auto& [command, flags] : commands) CHECK_THAT(top.out, Catch::Contains(command));
-  for (const auto& [command, flags] : commands) {
-    for (const char* help : {"--help", "-h"}) {
-      const Result r = run_cli(dir, cat(command, " ", help));
-      INFO("tapegrad " << command << " " << help << "\nstdout: " << r.out << "\nstderr: " << r.err);
-      CHECK(r.exit_code == 0);
-      CHECK(r.err.empty());
-      CHECK_THAT(r.out, Catch::Contains("Usage:"));
-      CHECK(flags_in_help(r.out) == flags);
-    }
-  }
-}
-
-TEST_CASE("train: cli the flag table has one row a flag, each with its help, and the rows another part adds") {
-  const std::vector<cli::TrainFlag> table = train_table();
-  std::set<std::string> names;
-  for (const cli::TrainFlag& row : table) {
-    INFO(row.name);
-    CHECK(names.insert(row.name).second);  // once
-    CHECK(row.name.starts_with("--"));
-    CHECK(!row.help.empty());
-    CHECK(static_cast<bool>(row.add));
-  }
-  // The five model-variant settings another part will generate from nn's declarations are marked as such.
-  CHECK(cli::flags_with(table, cli::kGenerated) ==
-        std::vector<std::string>{"--experts", "--top-k", "--moe-aux-weight", "--causal", "--temperature"});
-  // A source of rows from elsewhere is appended after the table's own rows. This one gives its row only to the
-  // flags of this test, so that the other tests of this process see the table the command line has.
-  static const bool added = cli::add_train_flag_rows([](cli::TrainFlags& f) {
-    if (f.task != "rows-test") return std::vector<cli::TrainFlag>{};
-    return std::vector<cli::TrainFlag>{{"--extra-test-flag", "a row from elsewhere", cli::kResumable, "", nullptr}};
-  });
-  CHECK(added);
-  cli::TrainFlags flags;
-  flags.task = "rows-test";
-  const std::vector<cli::TrainFlag> grown = cli::train_flag_table(flags);
-  REQUIRE(grown.size() == table.size() + 1);
-  CHECK(grown.back().name == "--extra-test-flag");
-  CHECK(train_table().size() == table.size());
-}
-
-TEST_CASE("train: cli every train flag is refused in each mode its row says it has no effect in") {
-  TempDir dir("tapegrad_test_cli");
-  const std::string out = " --out " + quote(dir / "run");
-  const auto refused = [&](const std::string& args, const std::string& mentions) {
-    INFO("tapegrad " << args);
-    require_one_line_error(run_cli(dir, args + out), mentions);
-  };
-  size_t checked = 0;
-  for (const cli::TrainFlag& row : train_table()) {
-    const std::string flag = row.example.empty() ? row.name : cat(row.name, " ", quote(row.example));
-    if (row.is(cli::kRanksOnly)) {  // one process here: refused whatever else is given
-      refused("train " + flag, row.name + " applies to data-parallel training only");
-      ++checked;
-      continue;
-    }
-    if (row.name == "--resume") continue;
-    // On --resume: honoured (the run is then looked for, and is missing) or refused by name.
-    const Result resumed = run_cli(dir, "train --resume " + quote(dir / "no_such_run") + " " + flag);
-    INFO("tapegrad train --resume no_such_run " << flag << "\nstderr: " << resumed.err);
-    CHECK(resumed.exit_code != 0);
-    if (row.is(cli::kResumable)) CHECK_THAT(resumed.err, Catch::Contains("no_such_run") && !Catch::Contains("cannot change"));
-    else CHECK_THAT(resumed.err, Catch::Contains(row.name + " cannot change when resuming"));
-    if (row.is(cli::kTaskOnly)) refused("train --data x.tsv " + flag, row.name + " configures a built-in task");
-    if (row.is(cli::kDataOnly)) refused("train " + flag, row.name + " needs --data");
-    if (row.is(cli::kModelShape)) refused("train --init ckpt " + flag, row.name + " cannot change with --init");
-    if (row.is(cli::kLayerSetting)) refused("train --layers 0 " + flag, row.name + " configures the encoder layers");
-    if (row.is(cli::kFixedSet)) refused("train " + flag, row.name + " needs a fixed training set");
-    if (row.is(cli::kMoeOnly)) refused("train " + flag, row.name + " applies to --ffn moe only");
-    if (row.is(cli::kMomentum)) refused("train --optimizer adam " + flag, row.name + " applies to --optimizer sgd only, not adam");
-    ++checked;
-  }
-  CHECK(checked + 1 == train_table().size());  // all but --resume itself
-  CHECK(!fs::exists(dir / "run"));
-}
 
 TEST_CASE("train: cli missing and malformed files get one line on stderr and a non-zero exit") {
   TempDir dir("tapegrad_test_cli");

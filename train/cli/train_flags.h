@@ -2,7 +2,7 @@
 // The flags of `tapegrad train`, listed once. Each row is a flag: its name, help, what it sets (bound when
 // the command line is built) and what it is: the properties from which the checks of the modes it makes
 // sense in are derived (refuse_flags_without_effect in train_command.cpp), and which the tests iterate
-// (tests/train/test_cli.cpp: every row is in --help and refused in every mode its properties say, and
+// (tests/train/test_cli_flags.cpp: every row is in --help and refused in every mode its properties say, and
 // every flag of --help is a row).
 //   add_train defines the flags from train_flag_table(); nothing else lists them.
 // Rows can come from elsewhere: add_train_flag_rows appends a source of rows (the model variants' settings,
