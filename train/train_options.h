@@ -39,12 +39,12 @@ struct TrainOptions {
   nn::ClassifierOptions model = default_model();
   int64_t context_length = 0;     // 0: the longest sequence the task or the training file can produce
   // optimisation
-  std::string optimizer = "adamw";  // sgd | adam | adamw
+  std::string optimizer = "adamw";  // a registered optimizer (optim/optimizer.h): adam, adamw, sgd, or a user's
   double lr = 5e-3;
   double weight_decay = 0.01;
   double momentum = 0.9;          // sgd only
   int64_t warmup = 0;             // linear warm-up steps
-  std::string schedule = "constant";  // constant | cosine | linear (decay after warm-up)
+  std::string schedule = "constant";  // a registered schedule (optim/schedule.h): constant, cosine, linear, or a user's
   double clip_grad = 0;           // global-norm clipping; 0: off
   int64_t batch_size = 64;
   int64_t steps = 0;              // total optimizer steps; 0: from epochs, or 2000

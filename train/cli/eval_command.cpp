@@ -19,7 +19,9 @@ using nlohmann::json;
 void add_eval(CLI::App& app, EvalFlags& f) {
   auto* cmd = app.add_subcommand("eval", "Loss, accuracy and confusion matrix of a checkpoint on a task or a TSV file");
   add_path_option(cmd, "--checkpoint", f.checkpoint, "Checkpoint directory (a run directory or its best/)")->required();
-  auto* task = cmd->add_option("--task", f.task, "Built-in task: majority | order (the task's validation set)");
+  std::string task_help = "Task whose validation set to score (a registered one):";
+  for (const TaskEntry& entry : task_registry().entries()) task_help += cat("\n  ", entry.name, ": ", entry.help);
+  auto* task = cmd->add_option("--task", f.task, task_help);
   auto* data = add_path_option(cmd, "--data", f.data, "A TSV file of label<TAB>text lines");
   task->excludes(data);
   auto* symbols = add_integer_option(cmd, "--symbols", f.task_options.symbols, "Task vocabulary size (default: as trained)");
