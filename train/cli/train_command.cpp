@@ -105,18 +105,6 @@ void check_flag_values(const TrainFlags& f) {
 
 }  // namespace
 
-std::string flag_for(std::string_view field) {
-  if (field == "model.n_heads") return "--heads";
-  if (field == "model.d_ff") return "--ff";
-  if (field == "model.n_layers") return "--layers";
-  if (field == "task.name") return "--task";
-  for (std::string_view group : {"model.", "task."})  // model.d_model -> --d-model, task.max_len -> --max-len
-    if (field.starts_with(group)) field.remove_prefix(group.size());
-  std::string flag = cat("--", field);
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return flag;
-}
-
 void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   auto* cmd = app.add_subcommand("train", "Train a transformer encoder classifier on a built-in task or a TSV file");
   const std::vector<TrainFlag> table = train_flag_table(f);  // every flag, defined from its row

@@ -13,7 +13,5 @@ namespace tapegrad::cli {
 /// Adds the train subcommand; `program` is argv[0], for the predict command it suggests at the end.
 void add_train(CLI::App& app, TrainFlags& flags, const std::string& program);
 
-/// The flag that sets a TrainOptions field ("model.d_ff" -> "--ff"): validate()'s names on the command line.
-std::string flag_for(std::string_view field);
 
 }  // namespace tapegrad::cli

@@ -1,6 +1,7 @@
 #include "train/cli/train_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <utility>
 
 #include "autograd/error.h"
@@ -73,6 +74,12 @@ TrainFlag component(std::string name, std::string& field, const std::string& wha
           }};
 }
 
+/// row, naming the TrainOptions field it sets (where its name does not say it).
+TrainFlag setting(std::string field, TrainFlag row) {
+  row.field = std::move(field);
+  return row;
+}
+
 constexpr unsigned kShape = kModelShape, kLayer = kModelShape | kLayerSetting;
 constexpr unsigned kMpi = kRanksOnly | kResumable;
 
@@ -81,7 +88,7 @@ std::vector<TrainFlag> own_rows(TrainFlags& f) {
   TrainOptions& o = f.options;
   nn::ClassifierOptions& m = o.model;
   return {
-      choice("--task", f.task, "Built-in task", task_registry(), kTaskOnly, "order"),
+      setting("task.name", choice("--task", f.task, "Built-in task", task_registry(), kTaskOnly, "order")),
       path("--data", o.data, "Training data: a TSV file of label<TAB>text lines", kResumable, "train.tsv"),
       path("--valid", o.valid, "Validation TSV (default: a seeded split of --data)", kResumable | kDataOnly, "valid.tsv"),
       real("--valid-fraction", o.valid_fraction, "Share of --data held out when --valid is not given", kDataOnly, "0.2"),
@@ -91,9 +98,9 @@ std::vector<TrainFlag> own_rows(TrainFlags& f) {
       integer("--min-len", o.task.min_len, "Shortest generated sequence", kTaskOnly, "4"),
       integer("--max-len", o.task.max_len, "Longest generated sequence", kTaskOnly, "12"),
       integer("--d-model", m.d_model, "Model width", kShape, "16"),
-      integer("--heads", m.n_heads, "Attention heads", kLayer, "4"),
-      integer("--ff", m.d_ff, "Feed-forward width", kLayer, "32"),
-      integer("--layers", m.n_layers, "Encoder layers", kShape, "1"),
+      setting("model.n_heads", integer("--heads", m.n_heads, "Attention heads", kLayer, "4")),
+      setting("model.d_ff", integer("--ff", m.d_ff, "Feed-forward width", kLayer, "32")),
+      setting("model.n_layers", integer("--layers", m.n_layers, "Encoder layers", kShape, "1")),
       integer("--context-length", o.context_length, "Longest sequence the model accepts (0: the longest the data can produce)", kShape, "40"),
       component<nn::PositionalKind>("--positional", m.positional, "Position information", kShape, "sinusoidal"),
       component<nn::AttentionKind>("--attention", m.attention, "Self-attention of each layer", kLayer, "linear"),
@@ -154,6 +161,18 @@ bool add_train_flag_rows(std::function<std::vector<TrainFlag>(TrainFlags&)> rows
   if (!rows) throw ValueError("add_train_flag_rows: no rows given");
   extra_rows().push_back(std::move(rows));
   return true;
+}
+
+std::string flag_for(std::string_view field) {
+  static TrainFlags unbound;  // the rows' fields are read, never set
+  static const std::vector<TrainFlag> table = train_flag_table(unbound);
+  for (const TrainFlag& row : table)
+    if (row.field == field) return row.name;
+  for (std::string_view group : {"model.", "task."})  // model.d_model -> --d-model, task.max_len -> --max-len
+    if (field.starts_with(group)) field.remove_prefix(group.size());
+  std::string flag = cat("--", field);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
 }
 
 std::vector<std::string> flags_with(const std::vector<TrainFlag>& table, unsigned property) {

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "train/parallel/communicator.h"
@@ -59,6 +60,9 @@ struct TrainFlag {
   std::string example; // a value the flag accepts on its own ("" for a switch): what the tests give it
   /// Defines the option on the train subcommand, bound to its field of the TrainFlags the table was made for.
   std::function<CLI::Option*(CLI::App* cmd)> add;
+  /// The TrainOptions field it sets, as validate() names it ("model.n_heads"), where the flag's name does not
+  /// say it: flag_for reads a field's flag from here, and otherwise from the name ("model.d_model": --d-model).
+  std::string field = {};
 
   bool is(unsigned property) const { return (properties & property) != 0; }
 };
@@ -70,6 +74,10 @@ std::vector<TrainFlag> train_flag_table(TrainFlags& f);
 /// Appends a source of rows to the table (for example a model variant's settings, from its declaration);
 /// call it before the command line is built. Returns true, so that a file adds its rows at load time.
 bool add_train_flag_rows(std::function<std::vector<TrainFlag>(TrainFlags&)> rows);
+
+/// The flag that sets a TrainOptions field ("model.d_ff" -> "--ff"): validate()'s names on the command line.
+/// A row's field when one names it, otherwise the field's last part in flag form ("task.max_len" -> "--max-len").
+std::string flag_for(std::string_view field);
 
 /// The names of the rows having property, in table order.
 std::vector<std::string> flags_with(const std::vector<TrainFlag>& table, unsigned property);
