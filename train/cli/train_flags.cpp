@@ -88,7 +88,7 @@ std::vector<TrainFlag> own_rows(TrainFlags& f) {
   TrainOptions& o = f.options;
   nn::ClassifierOptions& m = o.model;
   return {
-      setting("task.name", choice("--task", f.task, "Built-in task", task_registry(), kTaskOnly, "order")),
+      setting("task.name", choice("--task", f.task, "Task generated on the fly", task_registry(), kTaskOnly, "order")),
       path("--data", o.data, "Training data: a TSV file of label<TAB>text lines", kResumable, "train.tsv"),
       path("--valid", o.valid, "Validation TSV (default: a seeded split of --data)", kResumable | kDataOnly, "valid.tsv"),
       real("--valid-fraction", o.valid_fraction, "Share of --data held out when --valid is not given", kDataOnly, "0.2"),
