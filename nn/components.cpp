@@ -1,6 +1,7 @@
 #include "nn/components.h"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 
 #include "autograd/error.h"
@@ -26,6 +27,50 @@ bool complete(const Entry& e) {
     return e.make && e.parameter_count;
 }
 
+/// The ValueError for a bad settings declaration of `variant` (a variant of `kind`), if any; fills in each
+/// setting's flag (the one an earlier variant of the kind declared for it, or the derived one).
+void check_settings_declaration(const std::string& kind, const std::string& variant, std::vector<SettingSpec>& specs) {
+  const std::string what = cat("register_component: ", kind, " '", variant, "'");
+  const std::vector<DeclaredSetting> declared = declared_settings();
+  for (SettingSpec& spec : specs) {
+    const std::string setting = cat(what, ": setting '", spec.name, "'");
+    if (spec.name.empty() || spec.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+      throw ValueError(cat(setting, " needs a name of lower-case letters, digits and '_'"));
+    if (std::count_if(specs.begin(), specs.end(), [&](const SettingSpec& s) { return s.name == spec.name; }) > 1)
+      throw ValueError(cat(setting, " is declared twice"));
+    if (static_cast<size_t>(spec.type) != spec.default_value.index())
+      throw ValueError(cat(setting, " is ", setting_type_name(spec.type), " but its default ",
+                           format_setting(spec.default_value), " is not"));
+    const auto earlier = std::find_if(declared.begin(), declared.end(), [&](const DeclaredSetting& d) {
+      return d.kind == kind && d.spec.name == spec.name;
+    });
+    if (spec.flag.empty()) spec.flag = earlier != declared.end() ? earlier->spec.flag : derived_flag(spec.name);
+    if (!spec.flag.starts_with("--")) throw ValueError(cat(setting, ": flag '", spec.flag, "' must start with --"));
+    if (earlier != declared.end() && (earlier->spec.type != spec.type || earlier->spec.flag != spec.flag ||
+                                      earlier->spec.changes_model != spec.changes_model))
+      throw ValueError(cat(setting, " differs in type, flag or changes_model from ", kind, " '",
+                           earlier->variants.front(), "''s, which shares its flag ", earlier->spec.flag));
+    for (const DeclaredSetting& d : declared)
+      if (d.spec.flag == spec.flag && (d.kind != kind || d.spec.name != spec.name))
+        throw ValueError(cat(setting, ": flag ", spec.flag, " is ", d.kind, ".", d.spec.name, "'s"));
+    if (spec.type == SettingType::flag) continue;
+    const double v = spec.type == SettingType::integer ? static_cast<double>(std::get<int64_t>(spec.default_value))
+                                                       : std::get<double>(spec.default_value);
+    const bool in_range = std::isfinite(v) && (spec.min_open ? v > spec.min : v >= spec.min) &&
+                          (spec.max_open ? v < spec.max : v <= spec.max);
+    if (!in_range)
+      throw ValueError(cat(setting, ": default ", format_setting(spec.default_value), " is outside ", range_text(spec)));
+    if (spec.max_setting.empty()) continue;
+    const auto bound = std::find_if(specs.begin(), specs.end(), [&](const SettingSpec& s) { return s.name == spec.max_setting; });
+    if (spec.type != SettingType::integer || bound == specs.end() || bound->type != SettingType::integer ||
+        bound->default_value.index() != 0)
+      throw ValueError(cat(setting, ": max_setting '", spec.max_setting, "' is not an integer setting of ", variant));
+    if (std::get<int64_t>(spec.default_value) > std::get<int64_t>(bound->default_value))
+      throw ValueError(cat(setting, ": default ", format_setting(spec.default_value), " is above ", spec.max_setting,
+                           "'s default ", format_setting(bound->default_value)));
+  }
+}
+
 }  // namespace
 
 template <class Kind>
@@ -38,6 +83,7 @@ bool register_component(typename Kind::Entry entry) {
   auto& all = entries<Kind>();
   if (std::any_of(all.begin(), all.end(), [&](const auto& e) { return e.name == entry.name; }))
     throw ValueError(cat("register_component: ", Kind::kName, " '", entry.name, "' is registered twice"));
+  check_settings_declaration(Kind::kName, entry.name, entry.settings);
   all.push_back(std::move(entry));
   return true;
 }
@@ -58,17 +104,55 @@ std::vector<std::string> component_names() {
 
 template <class Kind>
 std::string component_choices() {
-  const std::vector<std::string> names = component_names<Kind>();
-  std::string text;
-  for (size_t i = 0; i < names.size(); ++i) text += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  const std::string text = join_names(component_names<Kind>());
   return text.empty() ? "none" : text;
 }
 
-#define TAPEGRAD_COMPONENT_KIND(Kind)                              \
-  template bool register_component<Kind>(Kind::Entry);             \
-  template const Kind::Entry& component<Kind>(const std::string&); \
-  template std::vector<std::string> component_names<Kind>();       \
-  template std::string component_choices<Kind>();
+template <class Kind>
+VariantSettings settings_of(const ComponentSettings& values, const std::string& variant) {
+  return VariantSettings(Kind::kName, cat(Kind::kName, " '", variant, "'"), component<Kind>(variant).settings, values);
+}
+
+namespace {
+
+template <class Kind>
+void add_declared(std::vector<DeclaredSetting>& out) {
+  for (const auto& e : entries<Kind>())
+    for (const SettingSpec& spec : e.settings) {
+      const auto same = std::find_if(out.begin(), out.end(),
+                                     [&](const DeclaredSetting& d) { return d.kind == Kind::kName && d.spec.name == spec.name; });
+      if (same != out.end())
+        same->variants.push_back(e.name);
+      else
+        out.push_back({Kind::kName, {e.name}, spec});
+    }
+}
+
+}  // namespace
+
+std::vector<DeclaredSetting> declared_settings() {
+  std::vector<DeclaredSetting> out;
+  add_declared<PositionalKind>(out);
+  add_declared<AttentionKind>(out);
+  add_declared<NormKind>(out);
+  add_declared<FeedForwardKind>(out);
+  add_declared<PoolKind>(out);
+  add_declared<ActivationKind>(out);
+  return out;
+}
+
+std::string setting_flag(std::string_view field) {
+  for (const DeclaredSetting& d : declared_settings())
+    if (field == cat(d.kind, ".", d.spec.name)) return d.spec.flag;
+  return "";
+}
+
+#define TAPEGRAD_COMPONENT_KIND(Kind)                                                                  \
+  template bool register_component<Kind>(Kind::Entry);                                                 \
+  template const Kind::Entry& component<Kind>(const std::string&);                                     \
+  template std::vector<std::string> component_names<Kind>();                                           \
+  template std::string component_choices<Kind>();                                                      \
+  template VariantSettings settings_of<Kind>(const ComponentSettings&, const std::string&);
 TAPEGRAD_COMPONENT_KIND(PositionalKind)
 TAPEGRAD_COMPONENT_KIND(AttentionKind)
 TAPEGRAD_COMPONENT_KIND(NormKind)

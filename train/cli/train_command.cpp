@@ -23,13 +23,50 @@ std::string shell_quoted(const std::string& text) {
   return quoted + "'";
 }
 
+/// The flags of the components' settings (nn::declared_settings) that change the model (its shapes or what it
+/// computes), those that change training only (moe's --moe-aux-weight), and those of the encoder layers'
+/// components (attention, ffn, activation; norm when there is no final norm either).
+struct SettingFlags {
+  std::vector<std::string> model, training_only, layers;
+};
+SettingFlags setting_flags(bool final_norm) {
+  SettingFlags flags;
+  for (const nn::DeclaredSetting& d : nn::declared_settings()) {
+    (d.spec.changes_model ? flags.model : flags.training_only).push_back(d.spec.flag);
+    if (d.kind == "attention" || d.kind == "ffn" || d.kind == "activation" || (d.kind == "norm" && !final_norm))
+      flags.layers.push_back(d.spec.flag);
+  }
+  return flags;
+}
+
+/// With --init, the training-only settings given must be the checkpoint's variants' own, in their ranges: the
+/// checkpoint's model with them is validated by flag name ("--moe-aux-weight applies to --ffn moe only, and the
+/// --init checkpoint runs/a has --ffn dense").
+void check_init_settings(const CLI::App& cmd, const TrainFlags& f) {
+  nn::ClassifierOptions model = read_model_config(f.options.init + "/config.json");
+  for (const nn::DeclaredSetting& d : nn::declared_settings()) {
+    if (d.spec.changes_model || cmd.get_option(d.spec.flag)->count() == 0) continue;
+    const std::string chosen = nn::chosen_variant(model, d.kind);
+    if (std::find(d.variants.begin(), d.variants.end(), chosen) == d.variants.end())
+      throw ValueError(cat(d.spec.flag, " applies to --", d.kind, " ", nn::join_names(d.variants), " only, and the --init checkpoint ",
+                           f.options.init, " has --", d.kind, " ", chosen));
+  }
+  nn::take_training_settings(model, f.options.model.settings);
+  nn::validate(model, "", [](std::string_view field) { return flag_for(cat("model.", field)); });
+}
+
 /// A flag that would have no effect in the chosen mode is refused by name, never silently ignored.
 void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
   const auto given = [&](const std::string& name) { return cmd.get_option(name)->count() > 0; };
-  const auto refuse = [&](std::initializer_list<const char*> names, const std::string& why) {
-    for (const char* name : names)
+  const auto refuse = [&](const std::vector<std::string>& names, const std::string& why) {
+    for (const std::string& name : names)
       if (given(name)) throw ValueError(cat(name, " ", why));
   };
+  const auto with = [](std::vector<std::string> names, const std::vector<std::string>& more) {
+    names.insert(names.end(), more.begin(), more.end());
+    return names;
+  };
+  const SettingFlags settings = setting_flags(f.options.model.final_norm);
   if (f.launch.ranks == 1)
     refuse({"--exact-reduction", "--no-overlap", "--bucket-mb", "--comm-timeout"},
            "applies to data-parallel training only: mpirun -np N tapegrad train ... (N > 1)");
@@ -55,35 +92,35 @@ void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
     refuse({"--valid", "--valid-fraction"}, "needs --data (a built-in task has its own validation set)");
   if (given("--valid")) refuse({"--valid-fraction"}, "splits --data, but --valid gives the validation set");
   // --init takes the model from the checkpoint: what the weights' shapes are and what they compute. Flags that
-  // would change either are refused; the training-only ones (--dropout, --moe-aux-weight) change neither, so a
-  // fine-tuning run sets its own (docs/reliability.md).
-  if (given("--init"))
-    refuse({"--d-model", "--heads", "--ff", "--layers", "--context-length", "--activation", "--norm-first", "--final-norm",
-            "--pool", "--positional", "--attention", "--norm", "--ffn", "--causal", "--temperature", "--experts",
-            "--top-k"},
-           "cannot change with --init: the model's shape and what it computes are the checkpoint's (only the "
-           "training-only --dropout and --moe-aux-weight can)");
+  // would change either are refused; the training-only ones (--dropout, and the settings declared so:
+  // --moe-aux-weight) change neither, so a fine-tuning run sets its own (docs/reliability.md).
+  if (given("--init")) {
+    std::string training_only = "--dropout";
+    for (size_t i = 0; i < settings.training_only.size(); ++i)
+      training_only += cat(i + 1 == settings.training_only.size() ? " and " : ", ", settings.training_only[i]);
+    refuse(with({"--d-model", "--heads", "--ff", "--layers", "--context-length", "--activation", "--norm-first",
+                 "--final-norm", "--pool", "--positional", "--attention", "--norm", "--ffn"},
+                settings.model),
+           cat("cannot change with --init: the model's shape and what it computes are the checkpoint's (only the "
+               "training-only ",
+               training_only, " can)"));
+  }
   if (f.options.optimizer != "sgd") refuse({"--momentum"}, cat("applies to --optimizer sgd only, not ", f.options.optimizer));
   if (!given("--data") && !given("--train-size"))
     refuse({"--no-shuffle", "--epochs"}, "needs a fixed training set (--data or --train-size)");
   // With no encoder layer, the layers' own settings change nothing (--pool cls refuses --layers 0 itself).
   if (f.options.model.n_layers == 0 && !given("--init")) {
     const std::string why = "configures the encoder layers, and --layers 0 builds none";
-    refuse({"--heads", "--ff", "--attention", "--ffn", "--experts", "--top-k", "--moe-aux-weight", "--activation",
-            "--causal", "--temperature", "--norm-first"},
-           why);
+    refuse(with({"--heads", "--ff", "--attention", "--ffn", "--activation", "--norm-first"}, settings.layers), why);
     if (!f.options.model.final_norm) refuse({"--norm"}, why + " (and no --final-norm)");
     if (given("--positional") && nn::component<nn::PositionalKind>(f.options.model.positional).acts_in_attention)
       throw ValueError(cat("--positional ", f.options.model.positional, " acts inside attention, and --layers 0 builds ",
                            "no attention: the model would have no position information (use learned or sinusoidal)"));
   }
-  if (given("--init")) {  // the block is the checkpoint's: its config.json says whether it is moe
-    if (given("--moe-aux-weight") && read_model_config(f.options.init + "/config.json").ffn != "moe")
-      throw ValueError(cat("--moe-aux-weight applies to --ffn moe only, and the --init checkpoint ", f.options.init,
-                           " has no moe block"));
-  } else if (f.options.model.ffn != "moe") {
-    refuse({"--experts", "--top-k", "--moe-aux-weight"}, cat("applies to --ffn moe only, not --ffn ", f.options.model.ffn));
-  }
+  // The variants are the checkpoint's: its config.json says which settings apply. (Without --init, a setting
+  // of a variant not chosen is nn::validate's refusal, by flag: "--top-k applies to --ffn moe only, not --ffn
+  // dense".)
+  if (given("--init") && !settings.training_only.empty()) check_init_settings(cmd, f);
   // 0 is the library's "derive it"; given on the command line it is a mistake.
   for (auto [name, value] : {std::pair{"--steps", f.options.steps}, {"--epochs", f.options.epochs}})
     if (given(name) && value <= 0) throw ValueError(cat(name, " must be positive, got ", value));
@@ -99,6 +136,35 @@ void add_component_option(CLI::App* cmd, const std::string& flag, std::string& f
   cmd->add_option(flag, field, help)->check(CLI::IsMember(nn::component_names<Kind>()))->capture_default_str();
 }
 
+/// The components' settings, one flag each from its declaration (nn::declared_settings), with its help, the
+/// variants that declare it, its default and range ("--ffn moe: experts per layer, in [1, 1024]"). A flag given
+/// sets the value in `settings`; one not given leaves the variant's default.
+void add_setting_options(CLI::App* cmd, nn::ComponentSettings& settings) {
+  for (const nn::DeclaredSetting& d : nn::declared_settings()) {
+    const std::string range = nn::range_text(d.spec);
+    const std::string help = cat("--", d.kind, " ", nn::join_names(d.variants), ": ", d.spec.help,
+                                 range.empty() ? "" : cat(", in ", range));
+    const std::string kind = d.kind, name = d.spec.name, flag = d.spec.flag;
+    CLI::Option* option = nullptr;
+    switch (d.spec.type) {
+      case nn::SettingType::flag:
+        option = cmd->add_flag_function(flag, [&settings, kind, name](int64_t) { settings.set(kind, name, true); }, help);
+        break;
+      case nn::SettingType::integer:
+        option = cmd->add_option_function<std::string>(flag, [&settings, kind, name, flag](const std::string& text) {
+                       settings.set(kind, name, parse_signed(flag, text, INT64_MIN, INT64_MAX));
+                     }, help)->type_name("INT");
+        break;
+      case nn::SettingType::real:
+        option = cmd->add_option_function<std::string>(flag, [&settings, kind, name, flag](const std::string& text) {
+                       settings.set(kind, name, parse_real(flag, text));
+                     }, help)->type_name("FLOAT");
+        break;
+    }
+    if (d.spec.type != nn::SettingType::flag) option->default_str(nn::format_setting(d.spec.default_value));
+  }
+}
+
 /// The flags' values, by the library's rules but in the flags' names, before the library is called (whose
 /// own messages name TrainOptions fields).
 void check_flag_values(const TrainFlags& f) {
@@ -110,6 +176,8 @@ void check_flag_values(const TrainFlags& f) {
 }  // namespace
 
 std::string flag_for(std::string_view field) {
+  if (field.starts_with("model."))  // a component's setting: its declared flag ("model.ffn.top_k" -> "--top-k")
+    if (std::string flag = nn::setting_flag(field.substr(6)); !flag.empty()) return flag;
   if (field == "model.n_heads") return "--heads";
   if (field == "model.d_ff") return "--ff";
   if (field == "model.n_layers") return "--layers";
@@ -142,17 +210,12 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
   add_component_option<nn::AttentionKind>(cmd, "--attention", o.model.attention, "Self-attention of each layer");
   add_component_option<nn::NormKind>(cmd, "--norm", o.model.norm, "Normalisation of each layer (and the final one)");
   add_component_option<nn::FeedForwardKind>(cmd, "--ffn", o.model.ffn, "Position-wise block of each layer");
-  add_integer_option(cmd, "--experts", o.model.experts, "--ffn moe: experts per layer")->capture_default_str();
-  add_integer_option(cmd, "--top-k", o.model.top_k, "--ffn moe: experts each token goes through")->capture_default_str();
-  add_real_option(cmd, "--moe-aux-weight", o.model.moe_aux_weight, "--ffn moe: weight of the load-balancing loss")
-      ->capture_default_str();
   add_component_option<nn::ActivationKind>(cmd, "--activation", o.model.activation, "Activation of the feed-forward block");
   add_component_option<nn::PoolKind>(cmd, "--pool", o.model.pool, "How a sequence becomes one vector");
   cmd->add_flag("--norm-first", o.model.norm_first, "Pre-LN layers (the norm before attention and feed-forward)");
   cmd->add_flag("--final-norm", o.model.final_norm, "A norm after the last encoder layer");
   add_real_option(cmd, "--dropout", o.model.dropout, "Dropout probability")->capture_default_str();
-  cmd->add_flag("--causal", o.model.causal, "Causal self-attention: each position sees earlier ones only (GPT-style)");
-  add_real_option(cmd, "--temperature", o.model.temperature, "Attention softmax temperature: softmax(q k^T / (sqrt(D) * t))")->capture_default_str();
+  add_setting_options(cmd, o.model.settings);
   cmd->add_option("--optimizer", o.optimizer, "sgd | adam | adamw")->capture_default_str();
   add_real_option(cmd, "--lr", o.lr, "Learning rate")->capture_default_str();
   add_real_option(cmd, "--weight-decay", o.weight_decay, "Weight decay (decoupled for adamw, L2 otherwise)")->capture_default_str();
