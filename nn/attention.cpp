@@ -290,7 +290,7 @@ const bool registered = [] {
                                        .temperature = settings.real("temperature"), .causal = settings.flag("causal")},
              init, std::move(dropout_rng));
        },
-       .parameter_count = [](const EncoderLayerOptions& o) { return QkvAttention::parameter_count(o.d_model); },
+       .parameter_count = [](const EncoderLayerOptions& o) { return QkvAttention::projection_parameters(o.d_model); },
        .settings = {causal_setting(),
                     {.name = "temperature", .type = SettingType::real, .default_value = 1.0, .min = 0,
                      .min_open = true, .help = "softmax temperature t: softmax(q k^T / (sqrt(D) * t))"}}});

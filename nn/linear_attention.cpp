@@ -130,7 +130,7 @@ const bool registered = [] {
              init);
        },
        // the softmax component's parameters, under the same names
-       .parameter_count = [](const EncoderLayerOptions& o) { return QkvAttention::parameter_count(o.d_model); },
+       .parameter_count = [](const EncoderLayerOptions& o) { return QkvAttention::projection_parameters(o.d_model); },
        .refuses = [](const ClassifierOptions& o) -> std::optional<Refusal> {
          if (component<PositionalKind>(o.positional).acts_in_attention)
            return Refusal{{{"attention", "linear"}, {"positional", o.positional}},

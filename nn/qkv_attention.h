@@ -20,8 +20,8 @@ class QkvAttention : public SelfAttention {
   int64_t head_dim() const { return d_model_ / n_heads_; }
   const Linear& out_proj() const { return *out_proj_; }
 
-  /// The parameter count of the projections: 4C² + 4C with biases (in_proj 3C·C + 3C, out_proj C·C + C).
-  static int64_t parameter_count(int64_t d_model, bool bias = true) {
+  /// The parameter count of the projections (4C² + 4C): 4C² + 4C with biases (in_proj 3C·C + 3C, out_proj C·C + C).
+  static int64_t projection_parameters(int64_t d_model, bool bias = true) {
     return 4 * d_model * d_model + (bias ? 4 * d_model : 0);
   }
 

@@ -39,10 +39,10 @@ class MiscountedNorm : public Norm {
 const bool registered = [] {
   register_component<NormKind>({.name = "test-scale",
                                 .help = "x ⊙ gain (a test's own norm)",
-                                .make = [](int64_t dim, double, Generator&) -> std::unique_ptr<Norm> {
+                                .make = [](int64_t dim, const VariantSettings&, Generator&) -> std::unique_ptr<Norm> {
                                   return std::make_unique<ScaleNorm>(dim);
                                 },
-                                .parameter_count = [](int64_t dim) { return dim; }});
+                                .parameter_count = [](int64_t dim, const VariantSettings&) { return dim; }});
   register_gradchecks({module_case<ScaleNorm>(
       "test/scale_norm", [](Generator&) { return std::make_unique<ScaleNorm>(3); }, {{"x", {2, 3}}},
       [](const ScaleNorm& norm, const std::vector<Tensor>& in) { return norm.forward(in[0]); })});
@@ -135,10 +135,10 @@ TEST_CASE("components: component_problems names a miscounted variant and one who
   static const bool added =
       register_component<NormKind>({.name = "test-miscounted",
                                     .help = "a norm whose parameter_count is wrong and which has no gradcheck case",
-                                    .make = [](int64_t dim, double, Generator&) -> std::unique_ptr<Norm> {
+                                    .make = [](int64_t dim, const VariantSettings&, Generator&) -> std::unique_ptr<Norm> {
                                       return std::make_unique<MiscountedNorm>(dim);
                                     },
-                                    .parameter_count = [](int64_t dim) { return dim - 1; }});
+                                    .parameter_count = [](int64_t dim, const VariantSettings&) { return dim - 1; }});
   REQUIRE(added);
   std::vector<std::string> about;
   for (const std::string& problem : component_problems())

@@ -68,9 +68,10 @@ TEST_CASE("model settings: every combination a component cannot serve is refused
 TEST_CASE("model settings: the library names the same refusals by field, and a config.json with one is refused") {
   nn::ClassifierOptions o = nn::micro_classifier();
   o.pool = "cls";
-  o.causal = true;
-  CHECK_THROWS_WITH(nn::validate(o), Catch::StartsWith("SequenceClassifier: pool = cls with causal: under the causal"));
-  o.causal = false;
+  o.settings.set("attention", "causal", true);
+  CHECK_THROWS_WITH(nn::validate(o),
+                    Catch::StartsWith("SequenceClassifier: pool = cls with attention.causal: under the causal"));
+  o.settings.erase("attention", "causal");
   o.attention = "linear";
   o.positional = "rope";
   CHECK_THROWS_WITH(nn::validate(o, "config.json"),
