@@ -284,7 +284,7 @@ const bool registered = [] {
        .help = "multi-head softmax(q kᵀ / √D) v (PyTorch's nn.MultiheadAttention)",
        .make = [](const EncoderLayerOptions& o, Generator& init,
                   std::shared_ptr<Generator> dropout_rng) -> std::unique_ptr<SelfAttention> {
-         const VariantSettings settings = chosen_settings<AttentionKind>(o);
+         const VariantSettings settings = settings_of<AttentionKind>(o.settings, "softmax");
          return std::make_unique<MultiHeadAttention>(
              MultiHeadAttentionOptions{.d_model = o.d_model, .n_heads = o.n_heads, .dropout = o.dropout,
                                        .temperature = settings.real("temperature"), .causal = settings.flag("causal")},

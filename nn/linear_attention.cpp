@@ -123,7 +123,7 @@ const bool registered = [] {
                "causal by running sums",
        .make = [](const EncoderLayerOptions& o, Generator& init,
                   std::shared_ptr<Generator>) -> std::unique_ptr<SelfAttention> {
-         const VariantSettings settings = chosen_settings<AttentionKind>(o);
+         const VariantSettings settings = settings_of<AttentionKind>(o.settings, "linear");
          return std::make_unique<LinearAttention>(
              LinearAttentionOptions{.d_model = o.d_model, .n_heads = o.n_heads, .eps = settings.real("eps"),
                                     .causal = settings.flag("causal")},

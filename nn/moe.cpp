@@ -213,7 +213,7 @@ const bool registered = [] {
                "weighted by the renormalised gates; load-balancing loss weighted by aux_weight",
        .make = [](const EncoderLayerOptions& o, Generator& init,
                   std::shared_ptr<Generator> dropout_rng) -> std::unique_ptr<FeedForwardBlock> {
-         const VariantSettings settings = chosen_settings<FeedForwardKind>(o);
+         const VariantSettings settings = settings_of<FeedForwardKind>(o.settings, "moe");
          return std::make_unique<MixtureOfExperts>(
              MixtureOfExpertsOptions{FeedForwardOptions{o.d_model, o.d_ff, o.activation, o.dropout},
                                      settings.integer("experts"), settings.integer("top_k"),
@@ -222,7 +222,7 @@ const bool registered = [] {
        },
        // E dense blocks (2CF + F + C each) and the gate (C·E + E)
        .parameter_count = [](const EncoderLayerOptions& o) {
-         const int64_t E = chosen_settings<FeedForwardKind>(o).integer("experts");
+         const int64_t E = settings_of<FeedForwardKind>(o.settings, "moe").integer("experts");
          return E * (2 * o.d_model * o.d_ff + o.d_ff + o.d_model) + o.d_model * E + E;
        },
        .settings = {

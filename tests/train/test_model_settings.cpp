@@ -34,7 +34,7 @@ std::vector<BadInput> cannot_serve() {
       {"--attention linear with --positional alibi", "--attention linear --positional alibi",
        "--attention linear with --positional alibi"},
       {"--attention linear with a temperature", "--attention linear --temperature 2",
-       "--attention linear with --temperature 2"},
+       "--temperature applies to --attention softmax only, not --attention linear"},
       {"--positional rope with an odd head width", "--positional rope --d-model 6 --heads 2",
        "--positional rope with --d-model 6 and --heads 2: each head's width"},
       {"--top-k above --experts", "--ffn moe --experts 2 --top-k 3", "--top-k 3 is outside [1, --experts 2]"},
@@ -92,13 +92,14 @@ TEST_CASE("model settings: --init fine-tunes with its own --dropout and --moe-au
   REQUIRE(tuned.exit_code == 0);
   const json config = json::parse(read_file(dir / "tuned/config.json"));
   CHECK(config.at("dropout") == 0.2);
-  CHECK(config.at("moe_aux_weight") == 0.05);
+  CHECK(config.at("settings").at("ffn").at("aux_weight") == 0.05);
   CHECK(config.at("ffn") == "moe");  // the rest is the checkpoint's
   const json base = json::parse(read_file(dir / "base/config.json"));
   CHECK(base.at("dropout") == 0.0);
   // Without the flags: the defaults of any run, not the checkpoint's
   REQUIRE(run_cli(dir, "train --init " + quote(dir / "tuned") + " --steps 10 --out " + quote(dir / "again")).exit_code == 0);
   CHECK(json::parse(read_file(dir / "again/config.json")).at("dropout") == 0.0);
+  CHECK(json::parse(read_file(dir / "again/config.json")).at("settings").at("ffn").at("aux_weight") == 0.01);
 }
 
 TEST_CASE("model settings: --valid-size sets a built-in task's validation set, and trainer.json without it reads 2000") {
