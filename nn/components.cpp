@@ -141,6 +141,27 @@ std::vector<DeclaredSetting> declared_settings() {
   return out;
 }
 
+namespace {
+
+template <class Kind>
+void add_by_variant(std::vector<VariantSetting>& out) {
+  for (const auto& e : entries<Kind>())
+    for (const SettingSpec& spec : e.settings) out.push_back({Kind::kName, e.name, spec});
+}
+
+}  // namespace
+
+std::vector<VariantSetting> settings_by_variant() {
+  std::vector<VariantSetting> out;
+  add_by_variant<PositionalKind>(out);
+  add_by_variant<AttentionKind>(out);
+  add_by_variant<NormKind>(out);
+  add_by_variant<FeedForwardKind>(out);
+  add_by_variant<PoolKind>(out);
+  add_by_variant<ActivationKind>(out);
+  return out;
+}
+
 std::string setting_flag(std::string_view field) {
   for (const DeclaredSetting& d : declared_settings())
     if (field == cat(d.kind, ".", d.spec.name)) return d.spec.flag;

@@ -267,6 +267,14 @@ struct DeclaredSetting {
 /// activation) and then registration order: what the command line makes its flags from, and what
 /// docs/checkpoints.md's key table lists.
 std::vector<DeclaredSetting> declared_settings();
+/// One variant's declaration of one setting.
+struct VariantSetting {
+  std::string kind, variant;
+  SettingSpec spec;
+};
+/// Every variant's every declared setting, in declared_settings()'s order of kinds, then by variant: the rows
+/// of docs/checkpoints.md's table of settings.
+std::vector<VariantSetting> settings_by_variant();
 /// The declared flag of the setting "<kind>.<name>" ("ffn.top_k" -> "--top-k"); empty when none declares it.
 std::string setting_flag(std::string_view field);
 

@@ -1,8 +1,9 @@
 #pragma once
 // RMSNorm (Zhang & Sennrich 2019), a layer tapegrad does not ship, added from outside the library the way
 // any user adds one: an op with its hand-derived backward (rms_norm), a module (RMSNorm, an nn::Norm) and
-// its registration as the norm component "rmsnorm", all in rmsnorm.cpp. No file of tapegrad changes; a
-// program that links rmsnorm.cpp can train, resume, evaluate and predict with `--norm rmsnorm`.
+// its registration as the norm component "rmsnorm" with its setting eps, all in rmsnorm.cpp. No file of
+// tapegrad changes; a program that links rmsnorm.cpp can train, resume, evaluate and predict with
+// `--norm rmsnorm --norm-eps 1e-4`.
 // Letters: C the normalised (last) dim.
 #include <cstdint>
 
