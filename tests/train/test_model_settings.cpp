@@ -94,6 +94,11 @@ TEST_CASE("model settings: --init fine-tunes with its own --dropout and --moe-au
   CHECK(config.at("dropout") == 0.2);
   CHECK(config.at("settings").at("ffn").at("aux_weight") == 0.05);
   CHECK(config.at("ffn") == "moe");  // the rest is the checkpoint's
+  // Its range, by flag, against the checkpoint's moe block; and the refusal leaves nothing behind.
+  require_one_line_error(run_cli(dir, "train --init " + quote(dir / "base/best") + " --moe-aux-weight nan --steps 10 --out " +
+                                          quote(dir / "refused")),
+                         "--moe-aux-weight must be a finite number >= 0, got nan");
+  CHECK(!fs::exists(dir / "refused"));
   const json base = json::parse(read_file(dir / "base/config.json"));
   CHECK(base.at("dropout") == 0.0);
   // Without the flags: the defaults of any run, not the checkpoint's
