@@ -23,6 +23,8 @@ class RMSNorm : public tapegrad::nn::Norm {
   RMSNorm(int64_t dim, double eps);
   /// rms_norm(x, weight, eps).   x: (..., dim) -> (..., dim)
   tapegrad::Tensor forward(const tapegrad::Tensor& x) const override;
+  /// The eps it was built with: its setting "eps" (--norm-eps), 1e-5 unless given.
+  double eps() const { return eps_; }
 
   tapegrad::Tensor weight;  // [dim], starts at 1
 
