@@ -30,28 +30,16 @@ ClassifierOptions micro_classifier() {
   return o;
 }
 
-namespace {
-
-template <class Kind>
-void take_training_settings_of(ClassifierOptions& model, const ComponentSettings& given) {
-  for (const auto& [spec, value] : chosen_settings<Kind>(model).all()) {
-    if (spec->changes_model) continue;
-    if (const SettingValue* v = given.find(Kind::kName, spec->name))
-      model.settings.set(Kind::kName, spec->name, *v);
-    else
-      model.settings.erase(Kind::kName, spec->name);
-  }
-}
-
-}  // namespace
-
 void take_training_settings(ClassifierOptions& model, const ComponentSettings& given) {
-  take_training_settings_of<PositionalKind>(model, given);
-  take_training_settings_of<AttentionKind>(model, given);
-  take_training_settings_of<NormKind>(model, given);
-  take_training_settings_of<FeedForwardKind>(model, given);
-  take_training_settings_of<PoolKind>(model, given);
-  take_training_settings_of<ActivationKind>(model, given);
+  for_each_kind([&]<class Kind>(std::type_identity<Kind>) {
+    for (const auto& [spec, value] : chosen_settings<Kind>(model).all()) {
+      if (spec->changes_model) continue;
+      if (const SettingValue* v = given.find(Kind::kName, spec->name))
+        model.settings.set(Kind::kName, spec->name, *v);
+      else
+        model.settings.erase(Kind::kName, spec->name);
+    }
+  });
 }
 
 const std::string& chosen_variant(const ClassifierOptions& o, const std::string& kind) {

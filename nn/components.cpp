@@ -113,52 +113,29 @@ VariantSettings settings_of(const ComponentSettings& values, const std::string& 
   return VariantSettings(Kind::kName, cat(Kind::kName, " '", variant, "'"), component<Kind>(variant).settings, values);
 }
 
-namespace {
-
-template <class Kind>
-void add_declared(std::vector<DeclaredSetting>& out) {
-  for (const auto& e : entries<Kind>())
-    for (const SettingSpec& spec : e.settings) {
-      const auto same = std::find_if(out.begin(), out.end(),
-                                     [&](const DeclaredSetting& d) { return d.kind == Kind::kName && d.spec.name == spec.name; });
-      if (same != out.end())
-        same->variants.push_back(e.name);
-      else
-        out.push_back({Kind::kName, {e.name}, spec});
-    }
-}
-
-}  // namespace
-
 std::vector<DeclaredSetting> declared_settings() {
   std::vector<DeclaredSetting> out;
-  add_declared<PositionalKind>(out);
-  add_declared<AttentionKind>(out);
-  add_declared<NormKind>(out);
-  add_declared<FeedForwardKind>(out);
-  add_declared<PoolKind>(out);
-  add_declared<ActivationKind>(out);
+  for_each_kind([&out]<class Kind>(std::type_identity<Kind>) {
+    for (const auto& e : entries<Kind>())
+      for (const SettingSpec& spec : e.settings) {
+        const auto same = std::find_if(out.begin(), out.end(), [&](const DeclaredSetting& d) {
+          return d.kind == Kind::kName && d.spec.name == spec.name;
+        });
+        if (same != out.end())
+          same->variants.push_back(e.name);
+        else
+          out.push_back({Kind::kName, {e.name}, spec});
+      }
+  });
   return out;
 }
 
-namespace {
-
-template <class Kind>
-void add_by_variant(std::vector<VariantSetting>& out) {
-  for (const auto& e : entries<Kind>())
-    for (const SettingSpec& spec : e.settings) out.push_back({Kind::kName, e.name, spec});
-}
-
-}  // namespace
-
 std::vector<VariantSetting> settings_by_variant() {
   std::vector<VariantSetting> out;
-  add_by_variant<PositionalKind>(out);
-  add_by_variant<AttentionKind>(out);
-  add_by_variant<NormKind>(out);
-  add_by_variant<FeedForwardKind>(out);
-  add_by_variant<PoolKind>(out);
-  add_by_variant<ActivationKind>(out);
+  for_each_kind([&out]<class Kind>(std::type_identity<Kind>) {
+    for (const auto& e : entries<Kind>())
+      for (const SettingSpec& spec : e.settings) out.push_back({Kind::kName, e.name, spec});
+  });
   return out;
 }
 

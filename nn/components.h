@@ -246,6 +246,13 @@ std::string component_choices();
 template <class Kind>
 VariantSettings settings_of(const ComponentSettings& values, const std::string& variant);
 
+/// f(std::type_identity<Kind>{}) for every kind, in order: positional, attention, norm, ffn, pool, activation.
+template <class F>
+void for_each_kind(F&& f) {
+  f(std::type_identity<PositionalKind>{}), f(std::type_identity<AttentionKind>{}), f(std::type_identity<NormKind>{});
+  f(std::type_identity<FeedForwardKind>{}), f(std::type_identity<PoolKind>{}), f(std::type_identity<ActivationKind>{});
+}
+
 /// The settings of the variant of Kind that `options` (ClassifierOptions or EncoderLayerOptions) chose.
 template <class Kind, class Options>
 VariantSettings chosen_settings(const Options& options) {

@@ -17,11 +17,12 @@ nn::ClassifierOptions tiny() {
   return o;
 }
 
-/// The fields every config.json has had, as a literal text: what tapegrad wrote before the components.
-std::string first_fields() {
-  return R"("vocab_size": 10, "d_model": 8, "n_heads": 2, "d_ff": 128, "n_layers": 2, "context_length": 64,
-            "num_classes": 2, "dropout": 0.1, "norm_first": false, "final_norm": false, "pad_id": 0,
-            "positional": "learned", "pool": "mean", "activation": "relu")";
+/// A config.json text as an older tapegrad wrote it: the fields every one has had, and `more`.
+std::string old_config(const std::string& more) {
+  return cat(R"({"vocab_size": 10, "d_model": 8, "n_heads": 2, "d_ff": 128, "n_layers": 2, "context_length": 64,
+                 "num_classes": 2, "dropout": 0.1, "norm_first": false, "final_norm": false, "pad_id": 0,
+                 "positional": "learned", "pool": "mean", "activation": "relu", )",
+             more, "}");
 }
 
 }  // namespace
@@ -56,14 +57,14 @@ TEST_CASE("checkpoints: a config.json without settings loads with the defaults, 
 TEST_CASE("checkpoints: older config.json texts load, their settings mapped onto the chosen variants") {
   // Before the components: layer_norm_eps only.
   const nn::ClassifierOptions first =
-      parse_model_config("{" + first_fields() + R"(, "layer_norm_eps": 1e-06})", "config.json");
+      parse_model_config(old_config(R"("layer_norm_eps": 1e-06)"), "config.json");
   CHECK(first.attention == "softmax");
   CHECK(first.ffn == "dense");
   CHECK(nn::chosen_settings<nn::NormKind>(first).real("eps") == 1e-6);
   // With moe, causal and the temperature as top-level keys.
   const nn::ClassifierOptions moe = parse_model_config(
-      "{" + first_fields() + R"(, "layer_norm_eps": 1e-05, "attention": "softmax", "norm": "layernorm",
-        "ffn": "moe", "causal": true, "temperature": 0.5, "experts": 3, "top_k": 1, "moe_aux_weight": 0.05})",
+      old_config(R"("layer_norm_eps": 1e-05, "attention": "softmax", "norm": "layernorm", "ffn": "moe",
+                    "causal": true, "temperature": 0.5, "experts": 3, "top_k": 1, "moe_aux_weight": 0.05)"),
       "config.json");
   const nn::VariantSettings ffn = nn::chosen_settings<nn::FeedForwardKind>(moe);
   CHECK(ffn.integer("experts") == 3);
@@ -73,14 +74,14 @@ TEST_CASE("checkpoints: older config.json texts load, their settings mapped onto
   CHECK(nn::chosen_settings<nn::AttentionKind>(moe).real("temperature") == 0.5);
   // The moe keys of a dense model (written by every older tapegrad) had no effect and are dropped.
   const nn::ClassifierOptions dense = parse_model_config(
-      "{" + first_fields() + R"(, "layer_norm_eps": 1e-05, "attention": "linear", "norm": "layernorm",
-        "ffn": "dense", "causal": false, "temperature": 1.0, "experts": 4, "top_k": 2, "moe_aux_weight": 0.01})",
+      old_config(R"("layer_norm_eps": 1e-05, "attention": "linear", "norm": "layernorm", "ffn": "dense",
+                    "causal": false, "temperature": 1.0, "experts": 4, "top_k": 2, "moe_aux_weight": 0.01)"),
       "config.json");
   CHECK(dense.settings.find("ffn", "top_k") == nullptr);
   CHECK(dense.settings.find("attention", "temperature") == nullptr);  // linear attention has none
   CHECK(dense.settings.find("attention", "causal") != nullptr);
   // An old key's type is still checked, by its declaration.
-  CHECK_THROWS_WITH(parse_model_config("{" + first_fields() + R"(, "layer_norm_eps": true})", "config.json"),
+  CHECK_THROWS_WITH(parse_model_config(old_config(R"("layer_norm_eps": true)"), "config.json"),
                     Catch::Contains("config.json: 'layer_norm_eps' must be a number, got true"));
 }
 
