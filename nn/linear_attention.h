@@ -49,8 +49,8 @@ class LinearAttention : public QkvAttention {
 
   /// Self-attention of x. key_padding_mask: bool (B, T), true = pad, or undefined. attn_mask: undefined,
   /// or exactly the causal mask (bool (T, T), true above the diagonal), computed with running sums as with
-  /// options.causal; any other mask is a ValueError (an arbitrary pattern has no O(T) form). With need_weights the weights are
-  /// still undefined: there is no (T, T) matrix.
+  /// options.causal; any other mask is a ValueError (an arbitrary pattern has no O(T) form). With
+  /// need_weights the weights are still undefined: there is no (T, T) matrix.
   ///   x: (B, T, C) -> output (B, T, C)
   /// positions that act inside attention (rope, alibi) are a ValueError: their hooks are defined on
   /// softmax scores, which linear attention never forms.
