@@ -4,6 +4,7 @@
 #include <string>
 
 #include "train/checkpoint/model_config.h"
+#include "train/train_options.h"
 
 using namespace tapegrad;
 
@@ -110,4 +111,26 @@ TEST_CASE("checkpoints: config.json's settings refuse unknown keys, old keys bes
   c = config;
   c["settings"]["attention"]["causal"] = 1;
   CHECK_THAT(refused(c), Catch::Contains("config.json: 'settings.attention.causal' must be true or false, got 1"));
+}
+
+TEST_CASE("checkpoints: trainer.json's model of an older run, with the settings as top-level keys, still reads") {
+  TrainOptions options;
+  options.model.vocab_size = 10;
+  options.model.ffn = "moe";
+  options.model.settings.set("ffn", "top_k", int64_t{1});
+  nlohmann::json saved = to_json(options);
+  CHECK(saved.at("model").at("settings").at("ffn").at("top_k") == 1);
+  // As an older tapegrad wrote it: the settings at the model's top level.
+  nlohmann::json& model = saved.at("model");
+  model.erase("settings");
+  model["experts"] = 4, model["top_k"] = 1, model["moe_aux_weight"] = 0.02, model["causal"] = true;
+  model["temperature"] = 1.0, model["layer_norm_eps"] = 1e-5;
+  const TrainOptions read = train_options_from_json(saved, "trainer.json");
+  const nn::VariantSettings ffn = nn::chosen_settings<nn::FeedForwardKind>(read.model);
+  CHECK(ffn.integer("top_k") == 1);
+  CHECK(ffn.real("aux_weight") == 0.02);
+  CHECK(nn::chosen_settings<nn::AttentionKind>(read.model).flag("causal"));
+  model["top_k"] = 9;  // checked as config.json's are, naming the file and the model
+  CHECK_THROWS_WITH(train_options_from_json(saved, "trainer.json"),
+                    Catch::Contains("trainer.json: 'options.model': ffn.top_k = 9 is outside [1, ffn.experts = 4]"));
 }
