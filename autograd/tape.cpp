@@ -4,7 +4,7 @@
 #include <limits>
 #include <sstream>
 
-#include "autograd/kernels.h"
+#include "autograd/elementwise_map.h"
 #include "autograd/pool.h"
 
 namespace tapegrad {

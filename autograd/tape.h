@@ -175,7 +175,7 @@ class Tape {
 /// inputs, makes `out` its output on the tape and returns the node for the op to fill in what its
 /// backward needs. Otherwise returns nullptr and records nothing. Every op calls it once `out` holds its
 /// values, recording or not, which makes it the place where anomaly detection checks forwards.
-///   if (auto* node = record<SoftmaxNode>(y, x)) node->y = y;
+///   if (auto* node = record<MulScalarNode>(y, x)) node->c = c;
 template <class NodeT, class... Inputs>
 NodeT* record(Tensor& out, const Inputs&... inputs);
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "autograd/kernels.h"
+#include "autograd/elementwise_map.h"
 #include "autograd/pool.h"
 #include "autograd/random.h"
 #include "autograd/tape.h"
@@ -47,10 +47,6 @@ void check_in_place(const Tensor& t, const char* op) {
                             "); do it under NoGradGuard, or on a detach()ed copy"));
 }
 
-void* base_of(const Tensor& t) {
-  return static_cast<char*>(t.storage()->data) + t.offset() * static_cast<int64_t>(itemsize(t.dtype()));
-}
-
 /// True when the two tensors' storages are one (a copy between them must go element by element in
 /// order, as the general path does, to keep its meaning).
 bool overlaps(const Tensor& a, const Tensor& b) { return a.storage() == b.storage(); }
@@ -58,8 +54,8 @@ bool overlaps(const Tensor& a, const Tensor& b) { return a.storage() == b.storag
 /// dst = src element by element for one dtype, U an unsigned integer of its size (the bits are copied).
 template <class U>
 void copy_strided(const Tensor& dst, const Tensor& src) {
-  U* to = reinterpret_cast<U*>(base_of(dst));
-  const U* from = reinterpret_cast<const U*>(base_of(src));
+  U* to = reinterpret_cast<U*>(dst.data_ptr());
+  const U* from = reinterpret_cast<const U*>(src.data_ptr());
   for_each_row<2>(dst.shape(), {dst.strides(), src.strides()}, [&](auto off, int64_t n, auto step) {
     U* o = to + off[0];
     const U* i = from + off[1];
@@ -87,7 +83,7 @@ bool Tensor::is_contiguous() const {
 
 double Tensor::item() const {
   if (numel() != 1) throw ShapeError(cat("item: tensor of shape ", shape(), " has ", numel(), " elements, not 1"));
-  return read_element(base_of(*this), dtype(), 0);
+  return read_element(data_ptr(), dtype(), 0);
 }
 
 double Tensor::at(std::initializer_list<int64_t> index) const {
@@ -98,13 +94,13 @@ double Tensor::at(std::initializer_list<int64_t> index) const {
     if (i < 0 || i >= shape()[d]) throw ShapeError(cat("at: index ", i, " out of range for dim ", d, " of ", shape()));
     offset += i * strides()[d++];
   }
-  return read_element(base_of(*this), dtype(), offset);
+  return read_element(data_ptr(), dtype(), offset);
 }
 
 std::vector<double> Tensor::to_vector() const {
   std::vector<double> values;
   values.reserve(numel());
-  const void* base = base_of(*this);
+  const void* base = data_ptr();
   for_each_offset(*this, [&](int64_t off) { values.push_back(read_element(base, dtype(), off)); });
   return values;
 }
@@ -112,7 +108,7 @@ std::vector<double> Tensor::to_vector() const {
 std::vector<int64_t> Tensor::to_int_vector() const {
   std::vector<int64_t> values;
   values.reserve(numel());
-  const void* base = base_of(*this);
+  const void* base = data_ptr();
   for_each_offset(*this, [&](int64_t off) { values.push_back(static_cast<int64_t>(read_element(base, dtype(), off))); });
   return values;
 }
@@ -145,7 +141,7 @@ Tensor Tensor::detach() const {
 
 Tensor& Tensor::fill_(double value) {
   check_in_place(*this, "fill_");
-  void* base = base_of(*this);
+  void* base = data_ptr();
   for_each_offset(*this, [&](int64_t off) { write_element(base, dtype(), off, value); });
   ++storage()->version;
   return *this;
@@ -158,7 +154,7 @@ Tensor& Tensor::copy_(const Tensor& source) {
   if (is_floating(source.dtype()) != is_floating(dtype()))
     throw DTypeError(cat("copy_: cannot copy ", dtype_name(source.dtype()), " into ", dtype_name(dtype())));
   if (source.dtype() == dtype() && is_contiguous() && source.is_contiguous()) {
-    if (numel()) std::memmove(base_of(*this), base_of(source), numel() * itemsize(dtype()));
+    if (numel()) std::memmove(data_ptr(), source.data_ptr(), numel() * itemsize(dtype()));
   } else if (source.dtype() == dtype() && !overlaps(*this, source)) {
     // Same dtype, strided (a transposed view made contiguous, say): copy the bits row by row.
     switch (itemsize(dtype())) {
@@ -167,8 +163,8 @@ Tensor& Tensor::copy_(const Tensor& source) {
       case 8: copy_strided<uint64_t>(*this, source); break;
     }
   } else {
-    const void* from = base_of(source);
-    void* to = base_of(*this);
+    const void* from = source.data_ptr();
+    void* to = data_ptr();
     for_each_row<2>(shape(), {strides(), source.strides()}, [&](auto off, int64_t n, auto step) {
       for (int64_t k = 0; k < n; ++k)
         write_element(to, dtype(), off[0] + k * step[0], read_element(from, source.dtype(), off[1] + k * step[1]));
@@ -193,13 +189,13 @@ Tensor empty(const Shape& shape, DType dtype) {
 
 Tensor zeros(const Shape& shape, DType dtype) {
   Tensor t = empty(shape, dtype);
-  if (t.numel()) std::memset(t.storage()->data, 0, t.numel() * itemsize(dtype));
+  if (t.numel()) std::memset(t.data_ptr(), 0, t.numel() * itemsize(dtype));
   return t;
 }
 
 Tensor full(const Shape& shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
-  void* base = t.storage()->data;
+  void* base = t.data_ptr();
   for (int64_t i = 0; i < t.numel(); ++i) write_element(base, dtype, i, value);
   return t;
 }
@@ -212,7 +208,8 @@ Tensor arange(double start, double end, double step, DType dtype) {
   const double count = std::ceil((end - start) / step);
   const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   Tensor t = empty({n}, dtype);
-  for (int64_t i = 0; i < n; ++i) write_element(t.storage()->data, dtype, i, start + i * step);
+  void* base = t.data_ptr();
+  for (int64_t i = 0; i < n; ++i) write_element(base, dtype, i, start + i * step);
   return t;
 }
 
@@ -222,7 +219,8 @@ Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype
   if (static_cast<int64_t>(values.size()) != shape.numel())
     throw ShapeError(cat("tensor: ", values.size(), " values do not fill shape ", shape, " (", shape.numel(), ")"));
   Tensor t = empty(shape, dtype);
-  for (size_t i = 0; i < values.size(); ++i) write_element(t.storage()->data, dtype, i, values[i]);
+  void* base = t.data_ptr();
+  for (size_t i = 0; i < values.size(); ++i) write_element(base, dtype, i, values[i]);
   return t;
 }
 
@@ -234,7 +232,7 @@ Tensor ids(const std::vector<int64_t>& values, const Shape& shape) {
   if (static_cast<int64_t>(values.size()) != shape.numel())
     throw ShapeError(cat("ids: ", values.size(), " values do not fill shape ", shape));
   Tensor t = empty(shape, DType::int64);
-  if (!values.empty()) std::memcpy(t.storage()->data, values.data(), values.size() * sizeof(int64_t));
+  if (!values.empty()) std::memcpy(t.data_ptr(), values.data(), values.size() * sizeof(int64_t));
   return t;
 }
 
@@ -242,7 +240,8 @@ Tensor mask(const std::vector<int>& values, const Shape& shape) {
   if (static_cast<int64_t>(values.size()) != shape.numel())
     throw ShapeError(cat("mask: ", values.size(), " values do not fill shape ", shape));
   Tensor t = empty(shape, DType::boolean);
-  for (size_t i = 0; i < values.size(); ++i) static_cast<uint8_t*>(t.storage()->data)[i] = values[i] != 0;
+  bool* base = t.data<bool>();
+  for (size_t i = 0; i < values.size(); ++i) base[i] = values[i] != 0;
   return t;
 }
 

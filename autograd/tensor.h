@@ -58,12 +58,17 @@ class Tensor {
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return impl().storage; }
 
+  /// Address of the first element (offset applied), untyped: for copies of raw bytes and reads by dtype.
+  /// The one place that turns storage and offset into an address; data<T>() is its typed form.
+  void* data_ptr() const {
+    return static_cast<char*>(impl().storage->data) + impl().offset * static_cast<int64_t>(itemsize(dtype()));
+  }
   /// Typed pointer to the first element (offset applied); throws DTypeError when T is not the dtype.
   template <class T>
   T* data() const {
     if (dtype_of<T>() != dtype())
       throw DTypeError(cat("data<", dtype_name(dtype_of<T>()), ">: tensor is ", dtype_name(dtype())));
-    return static_cast<T*>(impl().storage->data) + impl().offset;
+    return static_cast<T*>(data_ptr());
   }
   /// The value of a one-element tensor, as double.
   double item() const;

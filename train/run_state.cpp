@@ -22,8 +22,8 @@ json to_json(const RunTiming& t) {
 
 json Run::trainer_state(double elapsed) const {
   json state = {{"format", "tapegrad-trainer-1"},
-                {"step", step},
-                {"total_steps", total_steps},
+                {"step", progress.step},
+                {"total_steps", progress.total_steps},
                 {"epoch", data.stream->epoch()},
                 {"options", to_json(options)},
                 {"schedule",
@@ -33,15 +33,15 @@ json Run::trainer_state(double elapsed) const {
                   {"total_steps", schedule.total_steps},
                   {"min_lr", schedule.min_lr}}},
                 {"rng", {{"data", data.stream->state()}, {"dropout", to_json(dropout_rng->state())}}},
-                {"best", {{"accuracy", best_accuracy}, {"loss", best_loss}, {"step", best_step}}},
+                {"best", {{"accuracy", progress.best_accuracy}, {"loss", progress.best_loss}, {"step", progress.best_step}}},
                 {"elapsed_seconds", elapsed},
-                {"timing", to_json(timing)},
-                {"truncated", truncated},
+                {"timing", to_json(progress.timing)},
+                {"truncated", progress.truncated},
                 {"data", data.sources},
-                {"window", {{"loss", window_loss}, {"steps", window_steps}}}};
-  if (comm->size() > 1) {  // a run of one process writes what it always wrote
-    state["ranks"] = comm->size();
-    state["rng"]["dropout_ranks"] = rank_dropout;
+                {"window", {{"loss", progress.window_loss}, {"steps", progress.window_steps}}}};
+  if (ranks.comm->size() > 1) {  // a run of one process writes what it always wrote
+    state["ranks"] = ranks.comm->size();
+    state["rng"]["dropout_ranks"] = ranks.rank_dropout;
   }
   return state;
 }
@@ -53,36 +53,37 @@ json read_trainer_state(const std::string& path) {
 }
 
 void restore_run_state(Run& run, const json& state, const std::string& dir, int64_t total_steps) {
-  run.step = state.at("step").get<int64_t>();
-  run.published_step = run.step;
-  run.total_steps = total_steps > 0 ? total_steps : state.at("total_steps").get<int64_t>();
+  RunProgress& p = run.progress;
+  p.step = state.at("step").get<int64_t>();
+  p.published_step = p.step;
+  p.total_steps = total_steps > 0 ? total_steps : state.at("total_steps").get<int64_t>();
   const json& s = state.at("schedule");
   run.schedule = {optim::parse_schedule(s.at("kind").get<std::string>()), s.at("base_lr").get<double>(),
                   s.at("warmup_steps").get<int64_t>(), s.at("total_steps").get<int64_t>(),
                   s.at("min_lr").get<double>()};
   // A new total stretches the decay over it, as a fresh run's set-up would have (else a cosine or linear
   // schedule sits at min_lr for every added step).
-  if (total_steps > 0) run.schedule.total_steps = std::max(run.total_steps, run.schedule.warmup_steps + 1);
+  if (total_steps > 0) run.schedule.total_steps = std::max(p.total_steps, run.schedule.warmup_steps + 1);
   run.data.stream->set_state(state.at("rng").at("data"));
   run.dropout_rng->set_state(generator_state(state.at("rng").at("dropout")));
-  run.best_accuracy = state.at("best").at("accuracy").get<double>();
-  run.best_loss = state.at("best").at("loss").get<double>();
-  run.best_step = state.at("best").at("step").get<int64_t>();
-  run.elapsed_before = state.at("elapsed_seconds").get<double>();
+  p.best_accuracy = state.at("best").at("accuracy").get<double>();
+  p.best_loss = state.at("best").at("loss").get<double>();
+  p.best_step = state.at("best").at("step").get<int64_t>();
+  p.elapsed_before = state.at("elapsed_seconds").get<double>();
   if (state.contains("timing")) {
     const json& t = state.at("timing");
-    run.timing = {t.at("train_seconds").get<double>(), t.at("validation_seconds").get<double>(),
-                  t.at("checkpoint_seconds").get<double>()};
+    p.timing = {t.at("train_seconds").get<double>(), t.at("validation_seconds").get<double>(),
+                t.at("checkpoint_seconds").get<double>()};
   } else {  // a run from before the split: all its time counts as training
-    run.timing.train_seconds = run.elapsed_before;
+    p.timing.train_seconds = p.elapsed_before;
   }
-  run.truncated = state.at("truncated").get<int64_t>();
-  run.window_loss = state.at("window").at("loss").get<double>();
-  run.window_steps = state.at("window").at("steps").get<int64_t>();
-  run.metrics.clear();
+  p.truncated = state.at("truncated").get<int64_t>();
+  p.window_loss = state.at("window").at("loss").get<double>();
+  p.window_steps = state.at("window").at("steps").get<int64_t>();
+  p.metrics.clear();
   if (std::filesystem::exists(dir + "/metrics.csv")) {
     for (const MetricsRow& row : read_metrics_csv(dir + "/metrics.csv"))
-      if (row.step <= run.step) run.metrics.push_back(row);
+      if (row.step <= p.step) p.metrics.push_back(row);
   }
 }
 

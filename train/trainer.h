@@ -1,9 +1,15 @@
 #pragma once
-// The training loop behind `tapegrad train`: data, model, optimizer, schedule, periodic validation,
-// metrics.csv + curves.svg, checkpoints (latest and best), early stop and exact resume. trainer.cpp holds
-// the set-up of a new run and the restore of a saved one, training_loop the loop; their parts are
-// train/training_stream (the data), run_state (trainer.json and resume's restore), run_directory and
-// run_lock (the run folder), progress (the log), publish_run (each step's files) and training_memory.
+// The training behind `tapegrad train`: data, model, optimizer, schedule, periodic validation, metrics.csv +
+// curves.svg, checkpoints (latest and best), early stop and exact resume. The files of train's root:
+//   trainer.cpp, resume.cpp   a new run set up, a saved one restored (run_setup: what both share)
+//   training_loop             the loop: steps, rows, validations, checkpoints, stops
+//   training_step             one step's forward and backward, and a validation, on one process or on ranks
+//   trainable_model           the model as the loop sees it (classifier_model: the sequence classifier)
+//   run_state                 the run's parts and trainer.json; run_on_ranks: what only ranks need
+//   publish_run               each checkpoint's files;  training_stream: the data;  training_memory
+// A step's walk: TrainingLoop::step (training_loop.cpp) -> forward_backward (training_step.cpp) ->
+// ClassifierModel::loss (classifier_model.cpp: make_batch, the classifier, cross_entropy) -> backward ->
+// clip, the schedule's lr, Optimizer::step, back in TrainingLoop::step.
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -58,16 +64,6 @@ using ModelBuilder = std::function<std::unique_ptr<nn::SequenceClassifier>(
 std::unique_ptr<nn::SequenceClassifier> build_classifier(const nn::ClassifierOptions& options, Generator& init,
                                                          std::shared_ptr<Generator> dropout_rng);
 
-/// Trains from scratch (or from options.init) into options.out; progress goes to log.
-/// While it trains (and so resume()): SIGINT or SIGTERM saves the current step's checkpoint and throws
-/// Interrupted (train/io/interrupt.h); another trainer holding the run directory's lock is a ValueError
-/// (train/io/run_lock.h); a non-finite loss or weight stops it before anything non-finite is published.
-TrainSummary train(const TrainOptions& options, std::ostream& log);
-/// As train(options, log), with the model `build` makes (once the data is read); with --init the
-/// checkpoint's weights are then loaded into it. A built model that disagrees with the data is a ValueError
-/// naming the option and both numbers.
-TrainSummary train(const TrainOptions& options, std::ostream& log, const ModelBuilder& build);
-
 /// The processes a run spans: one, or the ranks of `mpirun` (train/parallel/communicator.h, docs/distributed.md).
 /// With more than one rank, every rank calls train() or resume() with the same arguments: each takes its
 /// share of every batch (options.batch_size examples: the step's batch is batch_size x ranks), the
@@ -77,8 +73,15 @@ struct Parallelism {
   Communicator* comm = nullptr;  // nullptr: this process alone
   DataParallelOptions data_parallel;
 };
-TrainSummary train(const TrainOptions& options, std::ostream& log, const ModelBuilder& build,
-                   const Parallelism& parallelism);
+
+/// Trains from scratch (or from options.init) into options.out; progress goes to log. The model is the one
+/// `build` makes once the data is read (with --init the checkpoint's weights are then loaded into it); a built
+/// model that disagrees with the data is a ValueError naming the option and both numbers.
+/// While it trains (and so resume()): SIGINT or SIGTERM saves the current step's checkpoint and throws
+/// Interrupted (train/io/interrupt.h); another trainer holding the run directory's lock is a ValueError
+/// (train/io/run_lock.h); a non-finite loss or weight stops it before anything non-finite is published.
+TrainSummary train(const TrainOptions& options, std::ostream& log, const ModelBuilder& build = build_classifier,
+                   const Parallelism& parallelism = {});
 
 /// What a resumed run may change; everything else is the saved run's.
 struct ResumeOptions {
@@ -93,14 +96,11 @@ struct ResumeOptions {
 
 /// Continues the run in `dir` exactly where its latest checkpoint stopped. Every RNG, the optimizer state,
 /// the schedule and metrics.csv continue, so the result is bit-identical to a run that was never
-/// interrupted (on the same number of threads).
-TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log);
-/// As resume(dir, options, log), rebuilding the model through `build` (given the saved model options) before
-/// the saved weights are loaded into it: a run trained with a builder resumes with the same builder.
-TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log, const ModelBuilder& build);
-/// As above, over the ranks of `parallelism`: rank 0's checkpoint continues on any number of ranks (the
-/// data stream goes on from the same example; each step's batch is batch_size x the ranks now).
-TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log, const ModelBuilder& build,
-                    const Parallelism& parallelism);
+/// interrupted (on the same number of threads). The model is rebuilt through `build` (given the saved model
+/// options) before the saved weights are loaded into it: a run trained with a builder resumes with the same
+/// builder. Over the ranks of `parallelism`, rank 0's checkpoint continues on any number of ranks (the data
+/// stream goes on from the same example; each step's batch is batch_size x the ranks now).
+TrainSummary resume(const std::string& dir, const ResumeOptions& options, std::ostream& log,
+                    const ModelBuilder& build = build_classifier, const Parallelism& parallelism = {});
 
 }  // namespace tapegrad

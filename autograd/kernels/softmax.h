@@ -1,13 +1,18 @@
 #pragma once
 // Row kernels of softmax and log_softmax, forward and backward, each beside a plain reference. A row is n
 // elements spaced `stride` apart (kContiguous for the last dim). Used by autograd/ops/softmax.cpp and the
-// fused attention. The math is derived in ops/softmax.cpp; here is how it is computed fast:
-//   - the row max, the row sums and <dy, y> as four interleaved chains in double (row_reductions.h);
-//   - exp of a contiguous float row four lanes at a time with the bits of glibc's expf (exp.h);
-//   - a division by the sum replaced by a multiplication by its reciprocal.
-// The references use one running max and sum, std::exp and a division, so fast and reference differ by
-// the order of additions in double and one rounding of 1/s: at most a few float ulps
-// (tests/autograd/test_kernels.cpp states and checks the bounds).
+// fused attention. The math is derived in ops/softmax.cpp; here is what each fast kernel does that its
+// reference (one running max, one running sum, std::exp: the loops a reader would write) does not:
+//   - softmax_row: the row max (in T) and the sum of the exps (in double) as four interleaved chains
+//     (row_reductions.h); exp of a contiguous float row four lanes at a time with the bits of glibc's expf
+//     (exp.h), std::exp otherwise; the division by the sum replaced by a multiplication by its reciprocal.
+//   - softmax_row_backward: <dy, y> as four interleaved chains in double.
+//   - log_softmax_row: only the row max as four chains (the same value as the reference's). The sum of
+//     exp(x - m) is one running sum of std::exp in double, as in the reference; log s is rounded to T once,
+//     before the subtraction, where the reference subtracts in double.
+//   - log_softmax_row_backward: the fully-masked test (the max of y) and sum(dy) (in double) as four chains.
+// So fast and reference differ by the order of additions in double and one rounding of 1/s or of log s: at
+// most a few float ulps (tests/autograd/test_kernels.cpp states and checks the bounds).
 //
 // A row that is entirely -inf (every key masked) has no defined softmax: softmax gives zeros, log_softmax
 // -inf, both with a zero gradient, instead of the NaN that exp(-inf - -inf) would give.

@@ -1,5 +1,5 @@
 // Copies: Tensor::contiguous, clone and to(dtype).   x: any -> y: same shape, contiguous
-#include "autograd/kernels.h"
+#include "autograd/elementwise_map.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
 

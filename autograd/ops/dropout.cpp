@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "autograd/kernels.h"
+#include "autograd/elementwise_map.h"
 #include "autograd/random.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"

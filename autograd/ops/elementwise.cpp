@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "autograd/kernels.h"
+#include "autograd/elementwise_map.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
 

@@ -2,7 +2,7 @@
 // Ids and masks are never differentiated; they are read through their strides, like every other input.
 #include "autograd/ops/indexing.h"
 
-#include "autograd/kernels.h"
+#include "autograd/elementwise_map.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
 

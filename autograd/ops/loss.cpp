@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "autograd/kernels.h"
+#include "autograd/elementwise_map.h"
 #include "autograd/ops/views.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"

@@ -5,7 +5,7 @@
 
 #include <optional>
 
-#include "autograd/kernels.h"
+#include "autograd/elementwise_map.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/ops/unary.h"
 #include "autograd/ops/views.h"

@@ -2,7 +2,7 @@
 // The tensor is walked as (outer, n, inner) over a contiguous copy: element (o, i, r) at (o·n + i)·inner + r.
 #include "autograd/ops/scan.h"
 
-#include "autograd/kernels.h"
+#include "autograd/elementwise_map.h"
 #include "autograd/ops/views.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"

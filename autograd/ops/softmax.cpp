@@ -10,8 +10,9 @@
 // (an attention row with no keys then mixes no values) and -inf for log_softmax (log 0), both with a
 // zero gradient, instead of the NaN that exp(-inf - -inf) would give.
 //
-// The row kernels (four-chain reductions, a vectorised expf) are in autograd/kernels/softmax.h beside
-// plain references; this file is the math and the walk over rows.
+// The row kernels (reductions in four chains, a vectorised expf for softmax's contiguous float rows) are in
+// autograd/kernels/softmax.h beside plain references, which says which kernel uses what; this file is the
+// math and the walk over rows.
 #include "autograd/ops/softmax.h"
 
 #include <cstdint>
@@ -56,22 +57,6 @@ void for_each_softmax_row(const RowLayout& layout, Body&& body) {
   }
 }
 
-/// y = softmax (or log_softmax) of every row of the contiguous x.
-Tensor softmax_forward(const Tensor& x, int d, bool log, const char* op) {
-  Tensor y = empty(x.shape(), x.dtype());
-  const RowLayout layout = row_layout(x.shape(), d);
-  dispatch_float(x.dtype(), op, [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.data<T>();
-    T* py = y.data<T>();
-    for_each_softmax_row(layout, [&](int64_t offset, auto stride) {
-      if (log) log_softmax_row(px + offset, py + offset, layout.n, stride);
-      else softmax_row(px + offset, py + offset, layout.n, stride);
-    });
-  });
-  return y;
-}
-
 void check_backward_shapes(const Tensor& dy, const Tensor& y, const char* op) {
   if (!(dy.shape() == y.shape()) || dy.dtype() != y.dtype())
     throw AutogradError(cat(op, " backward: dy ", dy.shape(), " ", dtype_name(dy.dtype()), " vs y ", y.shape(), " ",
@@ -88,14 +73,16 @@ int checked_dim(const Tensor& x, int64_t dim, const char* op) {
 
 }  // namespace
 
-// softmax over dim.   x: (..., n, ...) -> y: same shape;  per row (the n elements along dim):
-// forward : y_i = exp(x_i - m) / sum_j exp(x_j - m),  m = max_j x_j   (m cancels; it only keeps exp ≤ 1)
-// Jacobian: dy_i/dx_k = y_i δ_ik - y_i y_k,  i.e. J = diag(y) - y yᵀ   (symmetric)
-// backward: dx_k = sum_i dy_i J_ik = y_k dy_k - y_k sum_i dy_i y_i,  i.e.
-//           dx = Jᵀ dy = y ⊙ (dy - <dy, y>)      O(n) per row; J is never built
-// saves   : y only
-struct SoftmaxNode : NodeOf<SoftmaxNode> {
-  static constexpr const char* kName = "softmax";
+// softmax and log_softmax differ only in their row kernels (autograd/kernels/softmax.h). Each op is a Rule
+// under its math: its name, its forward row and its backward row, side by side; one node and one recording
+// function serve both.
+//   Rule::forward (x, y, n, stride)       y = the op of one row of x
+//   Rule::backward(y, dy, dx, n, stride)  dx += the op's backward on one row, from its output y alone
+
+/// The node of a row op: saves y only, and runs Rule::backward over every row of dy.
+template <class Rule>
+struct RowSoftmaxNode : NodeOf<RowSoftmaxNode<Rule>> {
+  static constexpr const char* kName = Rule::kName;
   Saved y;
   int dim = -1;
   void backward(const Tensor& dy, BackwardContext& ctx) override {
@@ -107,21 +94,53 @@ struct SoftmaxNode : NodeOf<SoftmaxNode> {
       using T = typename decltype(dx)::value_type;
       const T *py = yv.data<T>(), *pdy = dy.data<T>();
       for_each_softmax_row(layout, [&](int64_t offset, auto stride) {
-        softmax_row_backward(py + offset, pdy + offset, dx + offset, layout.n, stride);
+        Rule::backward(py + offset, pdy + offset, dx + offset, layout.n, stride);
       });
     });
   }
 };
 
-Tensor softmax(const Tensor& x, int64_t dim) {
-  const int d = checked_dim(x, dim, "softmax");
-  Tensor y = softmax_forward(x.detach().contiguous(), d, /*log=*/false, "softmax");
-  if (auto* node = record<SoftmaxNode>(y, x)) {
+/// y = Rule::forward of every row of the contiguous x around dim d.
+template <class Rule>
+Tensor row_softmax_forward(const Tensor& x, int d) {
+  Tensor y = empty(x.shape(), x.dtype());
+  const RowLayout layout = row_layout(x.shape(), d);
+  dispatch_float(x.dtype(), Rule::kName, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    for_each_softmax_row(layout, [&](int64_t offset, auto stride) {
+      Rule::forward(px + offset, py + offset, layout.n, stride);
+    });
+  });
+  return y;
+}
+
+/// The op of a Rule along dim: checks x, computes y and records a RowSoftmaxNode<Rule>.
+template <class Rule>
+Tensor row_softmax(const Tensor& x, int64_t dim) {
+  const int d = checked_dim(x, dim, Rule::kName);
+  Tensor y = row_softmax_forward<Rule>(x.detach().contiguous(), d);
+  if (auto* node = record<RowSoftmaxNode<Rule>>(y, x)) {
     node->y = y;
     node->dim = d;
   }
   return y;
 }
+
+// softmax over dim.   x: (..., n, ...) -> y: same shape;  per row (the n elements along dim):
+// forward : y_i = exp(x_i - m) / sum_j exp(x_j - m),  m = max_j x_j   (m cancels; it only keeps exp ≤ 1)
+// Jacobian: dy_i/dx_k = y_i δ_ik - y_i y_k,  i.e. J = diag(y) - y yᵀ   (symmetric)
+// backward: dx_k = sum_i dy_i J_ik = y_k dy_k - y_k sum_i dy_i y_i,  i.e.
+//           dx = Jᵀ dy = y ⊙ (dy - <dy, y>)      O(n) per row; J is never built
+// saves   : y only
+struct SoftmaxRule {
+  static constexpr const char* kName = "softmax";
+  static constexpr auto forward = [](auto... row) { softmax_row(row...); };
+  static constexpr auto backward = [](auto... row) { softmax_row_backward(row...); };
+};
+
+Tensor softmax(const Tensor& x, int64_t dim) { return row_softmax<SoftmaxRule>(x, dim); }
 
 // log_softmax over dim.   x: (..., n, ...) -> y: same shape;  per row:
 // forward : y_i = x_i - m - log sum_j exp(x_j - m),  m = max_j x_j
@@ -129,34 +148,13 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 // backward: dx_k = sum_i dy_i (δ_ik - exp(y_k)) = dy_k - exp(y_k) sum_i dy_i,  i.e.
 //           dx = dy - exp(y) · sum(dy)      O(n) per row
 // saves   : y only (a fully masked row, all y = -inf, gets zero gradient: see the file comment)
-struct LogSoftmaxNode : NodeOf<LogSoftmaxNode> {
+struct LogSoftmaxRule {
   static constexpr const char* kName = "log_softmax";
-  Saved y;
-  int dim = -1;
-  void backward(const Tensor& dy, BackwardContext& ctx) override {
-    if (!ctx.needs_grad(0)) return;
-    const Tensor& yv = y.get(kName);
-    check_backward_shapes(dy, yv, kName);
-    const RowLayout layout = row_layout(yv.shape(), dim);
-    ctx.add_into(0, [&](auto dx) {
-      using T = typename decltype(dx)::value_type;
-      const T *py = yv.data<T>(), *pdy = dy.data<T>();
-      for_each_softmax_row(layout, [&](int64_t offset, auto stride) {
-        log_softmax_row_backward(py + offset, pdy + offset, dx + offset, layout.n, stride);
-      });
-    });
-  }
+  static constexpr auto forward = [](auto... row) { log_softmax_row(row...); };
+  static constexpr auto backward = [](auto... row) { log_softmax_row_backward(row...); };
 };
 
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  const int d = checked_dim(x, dim, "log_softmax");
-  Tensor y = softmax_forward(x.detach().contiguous(), d, /*log=*/true, "log_softmax");
-  if (auto* node = record<LogSoftmaxNode>(y, x)) {
-    node->y = y;
-    node->dim = d;
-  }
-  return y;
-}
+Tensor log_softmax(const Tensor& x, int64_t dim) { return row_softmax<LogSoftmaxRule>(x, dim); }
 
 // softmax_jacobian.   p: (n) -> J: (n, n),  J_ik = p_i δ_ik - p_i p_k   (not recorded)
 Tensor softmax_jacobian(const Tensor& p) {

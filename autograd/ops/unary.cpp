@@ -1,158 +1,140 @@
 // Elementwise math and activations.   x: any -> y: same shape (contiguous)
+//
+// Every op here is a Rule under its math: its name, what its backward reads, its parameters (elu's α,
+// gelu's approximation) and two one-line functions of one element, forward and backward side by side:
+//   forward (x)       y
+//   backward(dy, v)   dx, where v is the saved y or x (Rule::kSaves)
+// One node and one recording function (unary_op) serve them all.
 #include "autograd/ops/unary.h"
 
 #include <cmath>
 
-#include "autograd/kernels.h"
+#include "autograd/elementwise_map.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
 
 namespace tapegrad {
 
-// exp.     y = e^x
-// backward: dx = dy ⊙ y
-// saves   : y
-struct ExpNode : NodeOf<ExpNode> {
-  static constexpr const char* kName = "exp";
-  Saved y;
+/// What a unary op's backward reads: its output y or its input x.
+enum class Saves { y, x };
+
+/// The node of a unary op: dx += rule.backward(dy, v) elementwise, v the saved y or x.
+template <class Rule>
+struct UnaryNode : NodeOf<UnaryNode<Rule>> {
+  static constexpr const char* kName = Rule::kName;
+  Saved saved;  // y or x, as Rule::kSaves says
+  Rule rule;    // with its parameters
   void backward(const Tensor& dy, BackwardContext& ctx) override {
-    const Tensor& yv = y.get(kName);
-    add_map2(ctx, 0, dy, yv, kName, [](auto g, auto v) { return g * v; });
+    add_map2(ctx, 0, dy, saved.get(kName), kName, [r = rule](auto g, auto v) { return r.backward(g, v); });
   }
 };
 
-Tensor exp(const Tensor& x) {
-  Tensor y = map(x, "exp", [](auto v) { return std::exp(v); });
-  if (auto* node = record<ExpNode>(y, x)) node->y = y;
+/// y = rule.forward(x) elementwise, recorded with a UnaryNode<Rule>.
+template <class Rule>
+Tensor unary_op(const Tensor& x, Rule rule = {}) {
+  Tensor y = map(x, Rule::kName, [rule](auto v) { return rule.forward(v); });
+  if (auto* node = record<UnaryNode<Rule>>(y, x)) {
+    node->saved = Rule::kSaves == Saves::y ? y : x;
+    node->rule = rule;
+  }
   return y;
 }
+
+// exp.     y = e^x
+// backward: dx = dy ⊙ y
+// saves   : y
+struct ExpRule {
+  static constexpr const char* kName = "exp";
+  static constexpr Saves kSaves = Saves::y;
+  auto forward(auto x) const { return std::exp(x); }
+  auto backward(auto dy, auto y) const { return dy * y; }
+};
+
+Tensor exp(const Tensor& x) { return unary_op<ExpRule>(x); }
 
 // log.     y = ln x
 // backward: dx = dy / x
 // saves   : x
-struct LogNode : NodeOf<LogNode> {
+struct LogRule {
   static constexpr const char* kName = "log";
-  Saved x;
-  void backward(const Tensor& dy, BackwardContext& ctx) override {
-    const Tensor& xv = x.get(kName);
-    add_map2(ctx, 0, dy, xv, kName, [](auto g, auto v) { return g / v; });
-  }
+  static constexpr Saves kSaves = Saves::x;
+  auto forward(auto x) const { return std::log(x); }
+  auto backward(auto dy, auto x) const { return dy / x; }
 };
 
-Tensor log(const Tensor& x) {
-  Tensor y = map(x, "log", [](auto v) { return std::log(v); });
-  if (auto* node = record<LogNode>(y, x)) node->x = x;
-  return y;
-}
+Tensor log(const Tensor& x) { return unary_op<LogRule>(x); }
 
 // sqrt.    y = √x
 // backward: dx = dy / (2y)
 // saves   : y
-struct SqrtNode : NodeOf<SqrtNode> {
+struct SqrtRule {
   static constexpr const char* kName = "sqrt";
-  Saved y;
-  void backward(const Tensor& dy, BackwardContext& ctx) override {
-    const Tensor& yv = y.get(kName);
-    add_map2(ctx, 0, dy, yv, kName, [](auto g, auto v) { return g / (v + v); });
-  }
+  static constexpr Saves kSaves = Saves::y;
+  auto forward(auto x) const { return std::sqrt(x); }
+  auto backward(auto dy, auto y) const { return dy / (y + y); }
 };
 
-Tensor sqrt(const Tensor& x) {
-  Tensor y = map(x, "sqrt", [](auto v) { return std::sqrt(v); });
-  if (auto* node = record<SqrtNode>(y, x)) node->y = y;
-  return y;
-}
+Tensor sqrt(const Tensor& x) { return unary_op<SqrtRule>(x); }
 
 // tanh.    y = tanh x
 // backward: dx = dy ⊙ (1 - y²)
 // saves   : y
-struct TanhNode : NodeOf<TanhNode> {
+struct TanhRule {
   static constexpr const char* kName = "tanh";
-  Saved y;
-  void backward(const Tensor& dy, BackwardContext& ctx) override {
-    const Tensor& yv = y.get(kName);
-    add_map2(ctx, 0, dy, yv, kName, [](auto g, auto v) { return g * (1 - v * v); });
-  }
+  static constexpr Saves kSaves = Saves::y;
+  auto forward(auto x) const { return std::tanh(x); }
+  auto backward(auto dy, auto y) const { return dy * (1 - y * y); }
 };
 
-Tensor tanh(const Tensor& x) {
-  Tensor y = map(x, "tanh", [](auto v) { return std::tanh(v); });
-  if (auto* node = record<TanhNode>(y, x)) node->y = y;
-  return y;
-}
+Tensor tanh(const Tensor& x) { return unary_op<TanhRule>(x); }
 
 // sigmoid. y = 1 / (1 + e^-x)
 // backward: dx = dy ⊙ y (1 - y)
 // saves   : y
-struct SigmoidNode : NodeOf<SigmoidNode> {
+struct SigmoidRule {
   static constexpr const char* kName = "sigmoid";
-  Saved y;
-  void backward(const Tensor& dy, BackwardContext& ctx) override {
-    const Tensor& yv = y.get(kName);
-    add_map2(ctx, 0, dy, yv, kName, [](auto g, auto v) { return g * v * (1 - v); });
+  static constexpr Saves kSaves = Saves::y;
+  // Two branches so that e^-x never overflows: for x < 0 use e^x / (1 + e^x).
+  template <class T>
+  T forward(T x) const {
+    if (x >= 0) return T(1) / (T(1) + std::exp(-x));
+    const T e = std::exp(x);
+    return e / (T(1) + e);
   }
+  auto backward(auto dy, auto y) const { return dy * y * (1 - y); }
 };
 
-Tensor sigmoid(const Tensor& x) {
-  // Two branches so that e^-x never overflows: for x < 0 use e^x / (1 + e^x).
-  Tensor y = map(x, "sigmoid", [](auto v) {
-    using T = decltype(v);
-    if (v >= 0) return T(1) / (T(1) + std::exp(-v));
-    const T e = std::exp(v);
-    return e / (T(1) + e);
-  });
-  if (auto* node = record<SigmoidNode>(y, x)) node->y = y;
-  return y;
-}
+Tensor sigmoid(const Tensor& x) { return unary_op<SigmoidRule>(x); }
 
 // relu.    y = max(x, 0)
 // backward: dx = dy ⊙ [y > 0]     (the subgradient at 0 is taken as 0, as PyTorch does)
 // saves   : y
-struct ReluNode : NodeOf<ReluNode> {
+struct ReluRule {
   static constexpr const char* kName = "relu";
-  Saved y;
-  void backward(const Tensor& dy, BackwardContext& ctx) override {
-    const Tensor& yv = y.get(kName);
-    add_map2(ctx, 0, dy, yv, kName, [](auto g, auto v) { return v > 0 ? g : decltype(g)(0); });
-  }
+  static constexpr Saves kSaves = Saves::y;
+  auto forward(auto x) const { return x > 0 ? x : decltype(x)(0); }
+  auto backward(auto dy, auto y) const { return y > 0 ? dy : decltype(dy)(0); }
 };
 
-Tensor relu(const Tensor& x) {
-  Tensor y = map(x, "relu", [](auto v) { return v > 0 ? v : decltype(v)(0); });
-  if (auto* node = record<ReluNode>(y, x)) node->y = y;
-  return y;
-}
+Tensor relu(const Tensor& x) { return unary_op<ReluRule>(x); }
 
 // elu.    y = x (x > 0),  α(e^x - 1) (x <= 0)
 // backward: dy/dx = 1 (x > 0),  α e^x = y + α (x <= 0), so from the output alone:
 //           dx = dy ⊙ (x > 0 ? 1 : y + α)     (y > 0 exactly when x > 0, as α(e^x - 1) <= 0)
 //           with α = 1 both sides give 1 at x = 0: no kink, which linear attention's φ = elu + 1 relies on
 // saves   : y
-struct EluNode : NodeOf<EluNode> {
+struct EluRule {
   static constexpr const char* kName = "elu";
-  Saved y;
+  static constexpr Saves kSaves = Saves::y;
   double alpha = 1.0;
-  void backward(const Tensor& dy, BackwardContext& ctx) override {
-    const Tensor& yv = y.get(kName);
-    add_map2(ctx, 0, dy, yv, kName, [a = alpha](auto g, auto v) {
-      using T = decltype(v);
-      return v > 0 ? g : g * (v + T(a));
-    });
-  }
+  // expm1, not exp - 1: for x near 0⁻ the difference would lose its digits to cancellation.
+  template <class T>
+  T forward(T x) const { return x > 0 ? x : T(alpha) * std::expm1(x); }
+  template <class T>
+  T backward(T dy, T y) const { return y > 0 ? dy : dy * (y + T(alpha)); }
 };
 
-Tensor elu(const Tensor& x, double alpha) {
-  // expm1, not exp - 1: for x near 0⁻ the difference would lose its digits to cancellation.
-  Tensor y = map(x, "elu", [alpha](auto v) {
-    using T = decltype(v);
-    return v > 0 ? v : T(alpha) * std::expm1(v);
-  });
-  if (auto* node = record<EluNode>(y, x)) {
-    node->y = y;
-    node->alpha = alpha;
-  }
-  return y;
-}
+Tensor elu(const Tensor& x, double alpha) { return unary_op(x, EluRule{.alpha = alpha}); }
 
 // gelu (exact).   y = x Φ(x),  Φ(x) = ½(1 + erf(x/√2)),  φ(x) = e^{-x²/2} / √(2π)
 // backward: dx = dy ⊙ (Φ(x) + x φ(x))
@@ -182,23 +164,16 @@ T gelu_slope(T x, GeluApproximation approximation) {
 }
 }  // namespace
 
-struct GeluNode : NodeOf<GeluNode> {
+struct GeluRule {
   static constexpr const char* kName = "gelu";
-  Saved x;
+  static constexpr Saves kSaves = Saves::x;
   GeluApproximation approximation = GeluApproximation::none;
-  void backward(const Tensor& dy, BackwardContext& ctx) override {
-    const Tensor& xv = x.get(kName);
-    add_map2(ctx, 0, dy, xv, kName, [a = approximation](auto g, auto v) { return g * gelu_slope(v, a); });
-  }
+  auto forward(auto x) const { return gelu_value(x, approximation); }
+  auto backward(auto dy, auto x) const { return dy * gelu_slope(x, approximation); }
 };
 
 Tensor gelu(const Tensor& x, GeluApproximation approximation) {
-  Tensor y = map(x, "gelu", [approximation](auto v) { return gelu_value(v, approximation); });
-  if (auto* node = record<GeluNode>(y, x)) {
-    node->x = x;
-    node->approximation = approximation;
-  }
-  return y;
+  return unary_op(x, GeluRule{.approximation = approximation});
 }
 
 namespace {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "autograd/kernels.h"
+#include "autograd/elementwise_map.h"
 #include "autograd/pool.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"

@@ -1,6 +1,7 @@
 // The thread pool: every index once, small work kept on the caller, errors carried back, and results
 // that do not depend on the thread count beyond the stated tolerance.
 #include <catch2/catch.hpp>
+#include <sched.h>
 
 #include <atomic>
 #include <stdexcept>
@@ -51,12 +52,27 @@ TEST_CASE("parallel_for: a nested call runs serially and an exception reaches th
   CHECK(after == 10);
 }
 
-TEST_CASE("set_num_threads: 0 means every core, and the count is kept") {
+TEST_CASE("set_num_threads: 0 means every core the process may run on, and the count is kept") {
   ThreadCount restore(num_threads());
   set_num_threads(3);
   CHECK(num_threads() == 3);
+  cpu_set_t allowed;
+  REQUIRE(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
   set_num_threads(0);
-  CHECK(num_threads() >= 1);
+  CHECK(num_threads() == CPU_COUNT(&allowed));
+  // The cores it may run on, not the machine's: pinned to one core, 0 means one thread.
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  REQUIRE(sched_setaffinity(0, sizeof(one), &one) == 0);
+  set_num_threads(0);
+  const int pinned = num_threads();
+  REQUIRE(sched_setaffinity(0, sizeof(allowed), &allowed) == 0);  // before the pool grows back
+  CHECK(pinned == 1);
 }
 
 // Products split across threads compute each element of the result whole in one BLAS call, so a split

@@ -48,6 +48,21 @@ TEST_CASE("tensor: views share storage and reshape does not copy when the layout
   CHECK(p.contiguous().to_vector() == p.to_vector());
 }
 
+TEST_CASE("tensor: data_ptr is the address of a view's first element, in every dtype") {
+  for (DType dtype : {DType::float32, DType::float64, DType::int64, DType::boolean}) {
+    INFO(dtype_name(dtype));
+    Tensor t = arange(0, 24, 1, dtype == DType::boolean ? DType::int64 : dtype).to(dtype);
+    const Tensor s = slice(reshape(t, {4, 6}), 0, 2, 4);  // starts at element 12
+    CHECK(s.offset() == 12);
+    CHECK(static_cast<char*>(s.data_ptr()) - static_cast<char*>(t.data_ptr()) == 12 * int64_t(itemsize(dtype)));
+    CHECK(s.at({0, 0}) == t.to_vector()[12]);
+  }
+  Tensor x = arange(0, 8, 1, DType::float64);
+  const Tensor v = slice(x, 0, 3, 8);
+  CHECK(v.data<double>() == static_cast<double*>(v.data_ptr()));
+  CHECK(*v.data<double>() == 3);
+}
+
 TEST_CASE("tensor: rank 4 and beyond") {
   Tensor t = zeros({1, 2, 3, 4, 1, 2});
   CHECK(t.dim() == 6);

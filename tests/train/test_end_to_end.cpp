@@ -37,7 +37,7 @@ std::string tensor_bytes(const Tensor& t) {
   const Tensor c = t.contiguous();
   const size_t n = static_cast<size_t>(c.numel()) * itemsize(c.dtype());
   const char* base =
-      static_cast<const char*>(c.storage()->data) + static_cast<size_t>(c.offset()) * itemsize(c.dtype());
+      static_cast<const char*>(c.data_ptr());
   return std::string(base, n);
 }
 

@@ -78,7 +78,7 @@ const std::string& base_checkpoint() {
     const Vocab vocab = Vocab::build({"a b c"});
     const std::vector<std::string> labels = {"neg", "pos"};
     optim::Adam optimizer(model.named_parameters(), {.lr = 0.01});
-    write_checkpoint_folder(path, {&model, &vocab, &labels, &optimizer, json()});
+    write_checkpoint_folder(path, {&model, model_config_json(model.options()), &vocab, &labels, &optimizer, json()});
     return path;
   }();
   return folder;

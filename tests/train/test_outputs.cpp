@@ -41,7 +41,7 @@ std::string checkpoint(const TempDir& dir, const std::string& name, int64_t cont
   const Vocab vocab = Vocab::build({"a b c"});
   const std::vector<std::string> labels = {"neg", "pos"};
   const std::string folder = dir / name;
-  write_checkpoint_folder(folder, {&model, &vocab, &labels, nullptr, json()});
+  write_checkpoint_folder(folder, {&model, model_config_json(model.options()), &vocab, &labels, nullptr, json()});
   return folder;
 }
 

@@ -134,7 +134,7 @@ void write_checkpoint_folder(const std::string& dir, const CheckpointContents& c
     for (auto& [name, t] : c.model->state_dict()) weights.emplace_back(name, t.to(DType::float32));
     save_safetensors(dir + "/model.safetensors", weights, {{"format", "pt"}});
   }
-  write_file_atomic(dir + "/config.json", model_config_json(c.model->options()).dump(2) + "\n");
+  write_file_atomic(dir + "/config.json", c.config.dump(2) + "\n");
   c.vocab->save(dir + "/vocab.txt");
   std::string labels;
   for (const auto& label : *c.labels) labels += label + "\n";

@@ -40,9 +40,10 @@ LoadedModel load_model(const std::string& dir);
 /// shaped entry named at once); every error is an IOError naming the file.
 void load_optimizer_state(optim::Optimizer& optimizer, const std::string& path);
 
-/// Everything one checkpoint write needs.
+/// Everything one checkpoint write needs; any kind of model (the classifier's config is model_config_json).
 struct CheckpointContents {
-  const nn::SequenceClassifier* model = nullptr;
+  const nn::Module* model = nullptr;  // its state_dict, float32 on disk
+  nlohmann::json config;              // config.json: what rebuilds the model with the weights
   const Vocab* vocab = nullptr;
   const std::vector<std::string>* labels = nullptr;
   const optim::Optimizer* optimizer = nullptr;  // optional

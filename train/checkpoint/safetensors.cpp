@@ -277,18 +277,15 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   for (const Tensor& c : contiguous) {
     const size_t nbytes = static_cast<size_t>(c.numel()) * itemsize(c.dtype());
     if (nbytes == 0) continue;
-    pieces.emplace_back(static_cast<const char*>(c.storage()->data) + c.offset() * itemsize(c.dtype()), nbytes);
+    pieces.emplace_back(static_cast<const char*>(c.data_ptr()), nbytes);
   }
   write_file_atomic(path, pieces);
 }
 
-SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path) {
-  const uint64_t file_size = bytes.size();
-  if (file_size < 8)
-    throw IOError(cat(path, ": ", file_size, " bytes is too short for a safetensors file (8-byte header length)"));
-  const uint64_t N = header_length(bytes.data());
-  check_header_length(N, file_size, path);
-  const std::string_view text = bytes.substr(8, N);
+namespace {
+
+/// The header text parsed: valid UTF-8, no NUL, one JSON object followed by nothing but padding.
+Json parse_header(std::string_view text, const std::string& path) {
   if (text.empty() || text[0] != '{') throw IOError(cat(path, ": header does not start with '{'"));
   // nlohmann checks UTF-8 inside strings too, but this names the byte, and covers bytes outside strings.
   if (const size_t bad = find_invalid_utf8(text); bad != text.size())
@@ -297,9 +294,6 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
   // its first object alone. JSON has no raw NUL (inside a string it is \u0000), so no header holds one.
   if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
     throw IOError(cat(path, ": header has a NUL byte at byte ", 8 + nul, " of the file (a header is JSON text)"));
-  const uint64_t buffer_size = file_size - 8 - N;
-  const std::string_view buffer = bytes.substr(8 + N);
-
   const std::string_view object = text.substr(0, header_object_length(text));
   Json header;
   try {
@@ -309,13 +303,15 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
   }
   check_header_padding(text, object.size(), path);
   if (!header.is_object()) throw IOError(cat(path, ": header is a JSON ", header.type_name(), ", not an object"));
+  return header;
+}
 
-  SafetensorsFile file;
+/// The header's tensor entries (checked against a buffer of buffer_size bytes), and its metadata into file.
+std::vector<Entry> read_entries(const Json& header, uint64_t buffer_size, const std::string& path, SafetensorsFile& file) {
   std::vector<Entry> entries;
   for (const auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
-      if (!value.is_object())
-        throw IOError(cat(path, ": __metadata__ is a JSON ", value.type_name(), ", not an object"));
+      if (!value.is_object()) throw IOError(cat(path, ": __metadata__ is a JSON ", value.type_name(), ", not an object"));
       for (const auto& [key, v] : value.items()) {
         if (!v.is_string()) throw IOError(cat(path, ": __metadata__ ", escaped(key), " is not a string"));
         file.metadata[key] = v.get<std::string>();
@@ -325,13 +321,15 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
     if (name.empty()) throw IOError(cat(path, ": a tensor has an empty name"));
     // State names are identifiers with dots; a control character (a newline) would also break the
     // one-line error messages that quote the name.
-    if (has_control_character(name))
-      throw IOError(cat(path, ": tensor name ", escaped(name), " contains a control character"));
+    if (has_control_character(name)) throw IOError(cat(path, ": tensor name ", escaped(name), " contains a control character"));
     entries.push_back(parse_entry(path, name, value, buffer_size));
   }
+  return entries;
+}
 
-  // The tensors must tile the buffer: sorted by offset, each begins where the previous ended, the last
-  // ends at the end of the file. No overlaps (two names aliasing bytes) and no hidden bytes.
+/// The tensors must tile the buffer: sorted by offset, each begins where the previous ended, the last ends at
+/// the end of the file. No overlaps (two names aliasing bytes) and no hidden bytes.
+void check_tiling(const std::vector<Entry>& entries, uint64_t buffer_size, const std::string& path) {
   std::vector<const Entry*> by_offset;
   for (const Entry& e : entries) by_offset.push_back(&e);
   std::stable_sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) {
@@ -351,20 +349,36 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& pat
   }
   if (covered != buffer_size)
     throw IOError(cat(path, ": bytes [", covered, ", ", buffer_size, ") of the buffer belong to no tensor"));
+}
 
-  // Sizes are now known to fit the buffer: allocating (no more than the file's size) and copying cannot
-  // go out of bounds.
-  for (const Entry& e : entries) {
-    Tensor t = empty(e.shape, e.dtype);
-    const uint64_t nbytes = e.end - e.begin;
-    if (nbytes > 0) std::memcpy(t.storage()->data, buffer.data() + e.begin, nbytes);
-    if (e.dtype == DType::boolean) {
-      const auto* flags = static_cast<const unsigned char*>(t.storage()->data);
-      for (uint64_t i = 0; i < nbytes; ++i)
-        if (flags[i] > 1) throw IOError(cat(path, ": tensor '", e.name, "': BOOL byte ", i, " is ", int(flags[i])));
-    }
-    file.tensors.emplace_back(e.name, std::move(t));
+/// The entry's bytes of the buffer as a tensor; a BOOL byte other than 0 or 1 is an IOError. The tiling is
+/// checked: allocating (no more than the file's size) and copying cannot go out of bounds.
+Tensor read_tensor(const Entry& e, std::string_view buffer, const std::string& path) {
+  Tensor t = empty(e.shape, e.dtype);
+  const uint64_t nbytes = e.end - e.begin;
+  if (nbytes > 0) std::memcpy(t.data_ptr(), buffer.data() + e.begin, nbytes);
+  if (e.dtype == DType::boolean) {
+    const auto* flags = static_cast<const unsigned char*>(t.data_ptr());
+    for (uint64_t i = 0; i < nbytes; ++i)
+      if (flags[i] > 1) throw IOError(cat(path, ": tensor '", e.name, "': BOOL byte ", i, " is ", int(flags[i])));
   }
+  return t;
+}
+
+}  // namespace
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& path) {
+  const uint64_t file_size = bytes.size();
+  if (file_size < 8)
+    throw IOError(cat(path, ": ", file_size, " bytes is too short for a safetensors file (8-byte header length)"));
+  const uint64_t N = header_length(bytes.data());
+  check_header_length(N, file_size, path);
+  const Json header = parse_header(bytes.substr(8, N), path);
+  const std::string_view buffer = bytes.substr(8 + N);
+  SafetensorsFile file;
+  const std::vector<Entry> entries = read_entries(header, buffer.size(), path, file);
+  check_tiling(entries, buffer.size(), path);
+  for (const Entry& e : entries) file.tensors.emplace_back(e.name, read_tensor(e, buffer, path));
   return file;
 }
 

@@ -209,7 +209,7 @@ void broadcast_tensors(Communicator& comm, const std::vector<Tensor>& tensors) {
   size_t at = 0;
   for (const Tensor& t : tensors) {
     const size_t n = static_cast<size_t>(t.numel()) * itemsize(t.dtype());
-    std::memcpy(bytes.data() + at, static_cast<const std::byte*>(t.storage()->data) + t.offset() * itemsize(t.dtype()),
+    std::memcpy(bytes.data() + at, static_cast<const std::byte*>(t.data_ptr()),
                 n);
     at += n;
   }
@@ -217,7 +217,7 @@ void broadcast_tensors(Communicator& comm, const std::vector<Tensor>& tensors) {
   at = 0;
   for (const Tensor& t : tensors) {
     const size_t n = static_cast<size_t>(t.numel()) * itemsize(t.dtype());
-    std::memcpy(static_cast<std::byte*>(t.storage()->data) + t.offset() * itemsize(t.dtype()), bytes.data() + at, n);
+    std::memcpy(static_cast<std::byte*>(t.data_ptr()), bytes.data() + at, n);
     at += n;
     ++t.storage()->version;  // written in place, as copy_ would
   }

@@ -88,10 +88,62 @@ void check_attention_map_path(const std::string& path) {
                             "(remove it or choose another path)"));
 }
 
+namespace {
+
+/// Where the panels go and how big their parts are.
+struct PanelLayout {
+  int64_t T = 0;
+  double cell = 0, font = 0, label_width = 0, grid = 0, column_width = 0, row_height = 0, left = 0;
+  int64_t stride = 1;  // every stride-th token is labelled: more would overlap at this font size
+  bool tooltips = false;
+};
+constexpr double kMargin = 16, kGap = 18, kPanelTitle = 12, kTop = 64;
+
+/// One head's heatmap: its title, the query labels on the left of each row, the key labels under each column
+/// reading upwards, the cells.   w: (H, T, T) of the layer, row-major
+void draw_panel(std::string& out, const PanelLayout& g, const std::vector<std::string>& tokens,
+                const std::vector<std::string>& labels, const std::vector<double>& w, size_t layer, int64_t h) {
+  const int64_t T = g.T;
+  const double gx = g.left + static_cast<double>(h) * g.column_width + g.label_width;
+  const double gy = kTop + static_cast<double>(layer) * g.row_height + 20;
+  out += "<g class=\"panel\">\n";
+  const std::string panel_title = "layer " + std::to_string(layer) + ", head " + std::to_string(h);
+  const double title_x = std::max(gx + g.grid / 2, gx - g.label_width + text_width(panel_title, kPanelTitle) / 2);
+  text(out, title_x, gy - 7, panel_title, "font-size=\"12\" font-weight=\"bold\" text-anchor=\"middle\" fill=\"#222222\"");
+  const std::string label_attrs = "font-size=\"" + num(g.font) + "\" fill=\"#333333\"";
+  for (int64_t i = 0; i < T; i += g.stride) {
+    const double c = (static_cast<double>(i) + 0.5) * g.cell;
+    text(out, gx - 4, gy + c, labels[i], label_attrs + " text-anchor=\"end\" dy=\"0.35em\"");
+    out += "<text transform=\"translate(" + num(gx + c) + "," + num(gy + g.grid + 4) + ") rotate(-90)\" " + label_attrs +
+           " text-anchor=\"end\" dy=\"0.35em\">" + svg::xml_escape(labels[i]) + "</text>\n";
+  }
+  out += "<g class=\"cells\" transform=\"translate(" + num(gx) + "," + num(gy) + ")\" shape-rendering=\"crispEdges\">\n";
+  const std::string size = "\" width=\"" + num(g.cell) + "\" height=\"" + num(g.cell) + "\" fill=\"";
+  for (int64_t q = 0; q < T; ++q)
+    for (int64_t k = 0; k < T; ++k) {
+      const double v = w[static_cast<size_t>((h * T + q) * T + k)];
+      out += "<rect x=\"" + num(static_cast<double>(k) * g.cell) + "\" y=\"" + num(static_cast<double>(q) * g.cell) + size +
+             weight_colour(v) + "\"";
+      if (g.tooltips)
+        out += "><title>" + svg::xml_escape(svg::truncate_label(tokens[q], 40)) + " \u2192 " +
+               svg::xml_escape(svg::truncate_label(tokens[k], 40)) + ": " +
+               (std::isfinite(v) ? num(v, 4) : num_general(v, 4)) + "</title></rect>\n";
+      else
+        out += "/>\n";
+    }
+  out += "</g>\n";
+  out += "<rect x=\"" + num(gx) + "\" y=\"" + num(gy) + "\" width=\"" + num(g.grid) + "\" height=\"" + num(g.grid) +
+         "\" fill=\"none\" stroke=\"#999999\"/>\n</g>\n";
+}
+
+}  // namespace
+
 void write_attention_svg(const std::string& path, const std::vector<std::string>& tokens,
                          const std::vector<Tensor>& weights, const std::string& title) {
   check_attention_map_path(path);
-  const auto T = static_cast<int64_t>(tokens.size());
+  PanelLayout g;
+  g.T = static_cast<int64_t>(tokens.size());
+  const int64_t T = g.T;
   std::vector<int64_t> heads;
   for (size_t l = 0; l < weights.size(); ++l) heads.push_back(attention_heads(weights[l], l, T));
   const int64_t columns = heads.empty() ? 0 : *std::max_element(heads.begin(), heads.end());
@@ -102,31 +154,30 @@ void write_attention_svg(const std::string& path, const std::vector<std::string>
 
   // Cell and font sizes: a panel is about 360 px wide, cells 3..24 px; labels that would overlap at
   // this font size are thinned to every `stride`-th token.
-  const double cell = std::clamp(std::floor(360.0 / static_cast<double>(std::max<int64_t>(T, 1))), 3.0, 24.0);
-  const double font = std::clamp(cell - 1, 7.0, 11.0);
-  const auto stride = static_cast<int64_t>(std::max(1.0, std::ceil((font + 1) / cell)));
+  g.cell = std::clamp(std::floor(360.0 / static_cast<double>(std::max<int64_t>(T, 1))), 3.0, 24.0);
+  g.font = std::clamp(g.cell - 1, 7.0, 11.0);
+  g.stride = static_cast<int64_t>(std::max(1.0, std::ceil((g.font + 1) / g.cell)));
   constexpr size_t kLabelChars = 14;
   std::vector<std::string> labels;
-  double label_width = 0;
   for (const std::string& t : tokens) {
     labels.push_back(svg::truncate_label(t, kLabelChars));
-    label_width = std::max(label_width, text_width(labels.back(), font));
+    g.label_width = std::max(g.label_width, text_width(labels.back(), g.font));
   }
-  label_width = std::ceil(label_width) + 8;
+  g.label_width = std::ceil(g.label_width) + 8;
 
   // Panel geometry: the y labels, then the grid; above it the panel title, below it the rotated x labels.
-  constexpr double kMargin = 16, kGap = 18, kPanelTitle = 12, kTop = 64;
-  const double grid = cell * static_cast<double>(T);
+  g.grid = g.cell * static_cast<double>(T);
   const double panel_title_width = text_width("layer 00, head 00", kPanelTitle);
-  const double column_width = label_width + std::max(grid, panel_title_width) + kGap;
-  const double row_height = 20 + grid + 4 + label_width + kGap;
-  const double bar_height = std::clamp(grid, 120.0, 300.0);
-  const double content_width = static_cast<double>(columns) * column_width + 8 + 14 + 40;
+  g.column_width = g.label_width + std::max(g.grid, panel_title_width) + kGap;
+  g.row_height = 20 + g.grid + 4 + g.label_width + kGap;
+  const double bar_height = std::clamp(g.grid, 120.0, 300.0);
+  const double content_width = static_cast<double>(columns) * g.column_width + 8 + 14 + 40;
   const double width = std::max(content_width, text_width(title, 18)) + 2 * kMargin;
-  const double left = (width - content_width) / 2;  // panels centred under a title wider than them
-  const double bar_x = left + static_cast<double>(columns) * column_width + 8;
+  g.left = (width - content_width) / 2;  // panels centred under a title wider than them
+  const double bar_x = g.left + static_cast<double>(columns) * g.column_width + 8;
   const double height =
-      std::max(kTop + static_cast<double>(weights.size()) * row_height, kTop + 20 + bar_height + 20) + kMargin;
+      std::max(kTop + static_cast<double>(weights.size()) * g.row_height, kTop + 20 + bar_height + 20) + kMargin;
+  g.tooltips = T <= 48;  // hover text per cell: cheap for short sequences, bulky for long ones
 
   std::string out = svg::header(width, height);
   out += cat(kAttentionMapMark, "\n");
@@ -135,45 +186,9 @@ void write_attention_svg(const std::string& path, const std::vector<std::string>
        "font-size=\"12\" text-anchor=\"middle\" fill=\"#666666\"");
   if (weights.empty())
     text(out, width / 2, kTop + 40, "no attention weights", "font-size=\"13\" text-anchor=\"middle\" fill=\"#999999\"");
-
-  const bool tooltips = T <= 48;  // hover text per cell: cheap for short sequences, bulky for long ones
-  const std::string label_attrs = "font-size=\"" + num(font) + "\" fill=\"#333333\"";
   for (size_t l = 0; l < weights.size(); ++l) {
     const std::vector<double> w = weights[l].to_vector();
-    for (int64_t h = 0; h < heads[l]; ++h) {
-      const double gx = left + static_cast<double>(h) * column_width + label_width;
-      const double gy = kTop + static_cast<double>(l) * row_height + 20;
-      out += "<g class=\"panel\">\n";
-      const std::string panel_title = "layer " + std::to_string(l) + ", head " + std::to_string(h);
-      const double title_x = std::max(gx + grid / 2, gx - label_width + text_width(panel_title, kPanelTitle) / 2);
-      text(out, title_x, gy - 7, panel_title,
-           "font-size=\"12\" font-weight=\"bold\" text-anchor=\"middle\" fill=\"#222222\"");
-      // Query labels on the left of each row, key labels under each column reading upwards.
-      for (int64_t i = 0; i < T; i += stride) {
-        const double c = (static_cast<double>(i) + 0.5) * cell;
-        text(out, gx - 4, gy + c, labels[i], label_attrs + " text-anchor=\"end\" dy=\"0.35em\"");
-        out += "<text transform=\"translate(" + num(gx + c) + "," + num(gy + grid + 4) + ") rotate(-90)\" " +
-               label_attrs + " text-anchor=\"end\" dy=\"0.35em\">" + svg::xml_escape(labels[i]) + "</text>\n";
-      }
-      out += "<g class=\"cells\" transform=\"translate(" + num(gx) + "," + num(gy) +
-             ")\" shape-rendering=\"crispEdges\">\n";
-      const std::string size = "\" width=\"" + num(cell) + "\" height=\"" + num(cell) + "\" fill=\"";
-      for (int64_t q = 0; q < T; ++q)
-        for (int64_t k = 0; k < T; ++k) {
-          const double v = w[static_cast<size_t>((h * T + q) * T + k)];
-          out += "<rect x=\"" + num(static_cast<double>(k) * cell) + "\" y=\"" + num(static_cast<double>(q) * cell) +
-                 size + weight_colour(v) + "\"";
-          if (tooltips)
-            out += "><title>" + svg::xml_escape(svg::truncate_label(tokens[q], 40)) + " \u2192 " +
-                   svg::xml_escape(svg::truncate_label(tokens[k], 40)) + ": " +
-                   (std::isfinite(v) ? num(v, 4) : num_general(v, 4)) + "</title></rect>\n";
-          else
-            out += "/>\n";
-        }
-      out += "</g>\n";
-      out += "<rect x=\"" + num(gx) + "\" y=\"" + num(gy) + "\" width=\"" + num(grid) + "\" height=\"" + num(grid) +
-             "\" fill=\"none\" stroke=\"#999999\"/>\n</g>\n";
-    }
+    for (int64_t h = 0; h < heads[l]; ++h) draw_panel(out, g, tokens, labels, w, l, h);
   }
   if (!weights.empty()) {
     constexpr std::array<double, 5> ticks = {0.0, 0.25, 0.5, 0.75, 1.0};

@@ -169,11 +169,50 @@ double draw_legend_entry(std::string& out, double x, double y, const char* colou
   return x + 28 + text_width(label, 12) + 22;
 }
 
+// Layout (pixels): title, summary and legend on top; the loss panel; the accuracy panel; the step axis.
+constexpr double kWidth = 860, kHeight = 636, kLeft = 84, kRight = kWidth - 36;
+
+/// The loss panel's range over the finite points of both series, or [0, 1] when there are none.
+std::pair<double, double> loss_range(const Series& train_loss, const Series& valid_loss) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (const Series* series : {&train_loss, &valid_loss})
+    for (const auto& run : series->runs)
+      for (const Point& p : run) {
+        lo = std::min(lo, p.y);
+        hi = std::max(hi, p.y);
+      }
+  if (lo > hi) return {0, 1};
+  if (lo < hi) {
+    // Headroom so no curve runs along the frame; the axis starts at 0 when that costs less than half
+    // the panel, because the eye reads a loss as "how far down".
+    const double pad = 0.04 * (hi - lo);
+    lo = lo >= 0 && lo < 0.5 * hi ? 0 : lo - pad;
+    hi += pad;
+  }
+  return {lo, hi};
+}
+
+/// The title and the summary, cut to the width they have, the legend, and a warning of left-out values.
+void draw_heading(std::string& out, const std::string& title, const std::vector<MetricsRow>& rows, size_t skipped) {
+  const auto title_chars = static_cast<size_t>((kWidth - 40) / (0.62 * 18));
+  text(out, kWidth / 2, 28, svg::truncate_label(title, title_chars),
+       "font-size=\"18\" font-weight=\"bold\" text-anchor=\"middle\" fill=\"#111111\"");
+  const auto summary_chars = static_cast<size_t>((kWidth - 20) / (0.62 * 12));
+  text(out, kWidth / 2, 48, svg::truncate_label(run_summary(rows), summary_chars),
+       "font-size=\"12\" text-anchor=\"middle\" fill=\"#666666\"");
+  double x = kLeft;
+  x = draw_legend_entry(out, x, 70, kTrainColour, false, "train loss");
+  x = draw_legend_entry(out, x, 70, kValidColour, true, "valid loss");
+  draw_legend_entry(out, x, 70, kAccuracyColour, true, "valid accuracy");
+  // Left-out values are worth a warning: a diverged run is exactly when someone opens this picture.
+  if (skipped)
+    text(out, kRight, 74, std::to_string(skipped) + " non-finite value" + (skipped == 1 ? "" : "s") + " (NaN/inf) left out",
+         "font-size=\"12\" text-anchor=\"end\" fill=\"#b22222\"");
+}
+
 }  // namespace
 
 void write_curves_svg(const std::string& path, const std::vector<MetricsRow>& rows, const std::string& title) {
-  // Layout (pixels): title, summary and legend on top; the loss panel; the accuracy panel; the step axis.
-  constexpr double kWidth = 860, kHeight = 636, kLeft = 84, kRight = kWidth - 36;
   const Box top{kLeft, 88, kRight, 348};
   const Box bottom{kLeft, 376, kRight, 570};
 
@@ -192,24 +231,8 @@ void write_curves_svg(const std::string& path, const std::vector<MetricsRow>& ro
     accuracy.add(x,
                  std::isfinite(r.valid_accuracy) ? std::clamp(100 * r.valid_accuracy, 0.0, 100.0) : r.valid_accuracy);
   }
-  double loss_lo = INFINITY, loss_hi = -INFINITY;
-  for (const Series* series : {&train_loss, &valid_loss})
-    for (const auto& run : series->runs)
-      for (const Point& p : run) {
-        loss_lo = std::min(loss_lo, p.y);
-        loss_hi = std::max(loss_hi, p.y);
-      }
-  const bool have_loss = loss_lo <= loss_hi;
-  if (!have_loss) {
-    loss_lo = 0;
-    loss_hi = 1;
-  } else if (loss_lo < loss_hi) {
-    // Headroom so no curve runs along the frame; the axis starts at 0 when that costs less than half
-    // the panel, because the eye reads a loss as "how far down".
-    const double pad = 0.04 * (loss_hi - loss_lo);
-    loss_lo = loss_lo >= 0 && loss_lo < 0.5 * loss_hi ? 0 : loss_lo - pad;
-    loss_hi += pad;
-  }
+  const auto [loss_lo, loss_hi] = loss_range(train_loss, valid_loss);
+  const bool have_loss = train_loss.points + valid_loss.points > 0;
 
   // The step axis starts at a round number but ends at the last step, so the curves reach the right
   // edge; its ticks are the round ones up to there. (One row: the padded round range.)
@@ -223,23 +246,7 @@ void write_curves_svg(const std::string& path, const std::vector<MetricsRow>& ro
   const Scale sy_accuracy{accuracy_axis.lo, accuracy_axis.hi, bottom.bottom, bottom.top};
 
   std::string out = svg::header(kWidth, kHeight);
-  // The title, cut to the width it has.
-  const auto title_chars = static_cast<size_t>((kWidth - 40) / (0.62 * 18));
-  text(out, kWidth / 2, 28, svg::truncate_label(title, title_chars),
-       "font-size=\"18\" font-weight=\"bold\" text-anchor=\"middle\" fill=\"#111111\"");
-  const auto summary_chars = static_cast<size_t>((kWidth - 20) / (0.62 * 12));
-  text(out, kWidth / 2, 48, svg::truncate_label(run_summary(rows), summary_chars),
-       "font-size=\"12\" text-anchor=\"middle\" fill=\"#666666\"");
-  double x = kLeft;
-  x = draw_legend_entry(out, x, 70, kTrainColour, false, "train loss");
-  x = draw_legend_entry(out, x, 70, kValidColour, true, "valid loss");
-  draw_legend_entry(out, x, 70, kAccuracyColour, true, "valid accuracy");
-  // Left-out values are worth a warning: a diverged run is exactly when someone opens this picture.
-  if (const size_t skipped = train_loss.skipped + valid_loss.skipped + accuracy.skipped)
-    text(out, kRight, 74,
-         std::to_string(skipped) + " non-finite value" + (skipped == 1 ? "" : "s") + " (NaN/inf) left out",
-         "font-size=\"12\" text-anchor=\"end\" fill=\"#b22222\"");
-
+  draw_heading(out, title, rows, train_loss.skipped + valid_loss.skipped + accuracy.skipped);
   out += "<g class=\"loss-panel\">\n";
   draw_panel_axes(out, top, x_axis, loss_axis, sx, sy_loss, "loss", false);
   if (!have_loss) draw_empty_note(out, top, "no finite loss values");

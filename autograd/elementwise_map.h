@@ -1,6 +1,8 @@
 #pragma once
-// Generic strided elementwise kernels that the op families build on. Inputs may be any strided view;
-// outputs are new contiguous tensors; add_map2 and write_into add into a gradient buffer.
+// The strided elementwise maps that the op families build on: map (y = f(x)), map2 (f(a, b) with NumPy
+// broadcasting), add_map2 (dx += f(u, v), a backward's elementwise rule) and write_into / accumulate_into
+// (dst += scale · src, summed over broadcast dims: gradient buffers). Inputs may be any strided view;
+// outputs are new contiguous tensors. The tuned row kernels of single ops are in autograd/kernels/.
 #include <array>
 #include <type_traits>
 

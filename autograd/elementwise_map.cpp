@@ -1,16 +1,9 @@
-// The non-template kernels of kernels.h: dtype checks and writing into gradient buffers.
-#include "autograd/kernels.h"
+// The non-template parts of elementwise_map.h: dtype checks and writing into gradient buffers.
+#include "autograd/elementwise_map.h"
 
 #include <cstring>
 
 namespace tapegrad {
-
-namespace {
-/// Address of t's first element.
-void* base_of(const Tensor& t) {
-  return static_cast<char*>(t.storage()->data) + t.offset() * static_cast<int64_t>(itemsize(t.dtype()));
-}
-}  // namespace
 
 void check_same_float(const Tensor& a, const Tensor& b, const char* op) {
   if (!is_floating(a.dtype()) || a.dtype() != b.dtype())
@@ -62,7 +55,7 @@ void write_into(Tensor& dst, GradMode mode, const Tensor& src, double scale) {
                             " would sum over broadcast dims; that needs GradMode::add into zeros"));
   if (assign && scale == 1 && src.dtype() == dst.dtype() && src.shape() == dst.shape() && src.is_contiguous() &&
       dst.is_contiguous() && is_floating(dst.dtype())) {
-    if (dst.numel()) std::memcpy(base_of(dst), base_of(src), dst.numel() * itemsize(dst.dtype()));
+    if (dst.numel()) std::memcpy(dst.data_ptr(), src.data_ptr(), dst.numel() * itemsize(dst.dtype()));
   } else {
     dispatch_float(dst.dtype(), "accumulate", [&](auto tag) {
       using T = decltype(tag);
