@@ -129,7 +129,7 @@ Tensor causal_mask(int64_t T) {
 
 SettingSpec causal_setting() {
   return {.name = "causal", .type = SettingType::flag, .default_value = false,
-          .help = "each position attends to itself and earlier positions only (GPT-style)"};
+          .help = "each position attends to itself and earlier positions only (GPT-style)", .old_key = "causal"};
 }
 
 Tensor with_causal_mask(const Tensor& attn_mask, int64_t T) {
@@ -293,7 +293,8 @@ const bool registered = [] {
        .parameter_count = [](const EncoderLayerOptions& o) { return QkvAttention::projection_parameters(o.d_model); },
        .settings = {causal_setting(),
                     {.name = "temperature", .type = SettingType::real, .default_value = 1.0, .min = 0,
-                     .min_open = true, .help = "softmax temperature t: softmax(q k^T / (sqrt(D) * t))"}}});
+                     .min_open = true, .help = "softmax temperature t: softmax(q k^T / (sqrt(D) * t))",
+                     .old_key = "temperature"}}});
   register_gradchecks({
       op_case("nn/sdpa/causal-key-padding", {{{2, 2, 4, 3}}, {{2, 2, 4, 3}}, {{2, 2, 4, 3}}},
               [](const std::vector<Tensor>& in) {

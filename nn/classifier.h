@@ -51,7 +51,7 @@ struct ClassifierOptions {
   std::string ffn = "dense";
   std::string pool = "mean";
   std::string activation = "relu";
-  // The chosen variants' settings, by kind: settings.set("ffn", "top_k", int64_t{1}). Absent: the default.
+  // The chosen variants' settings, by kind: settings.set("norm", "eps", 1e-6). Absent: the default.
   ComponentSettings settings = {};
 };
 
@@ -81,14 +81,14 @@ inline constexpr int64_t kMaxClassifierLayers = int64_t{1} << 16;
 /// class has nothing to learn: its probability is always 1); n_heads >= 1 dividing d_model; n_layers in
 /// [0, 2^16]; dropout in [0, 1); pad_id in [-1, vocab_size); every component name registered
 /// ("<context>: norm = 'rmsnorm' is not registered (registered: layernorm)"); the settings by their
-/// declarations (nn::validate_settings: only the chosen variants', each in its range: "ffn.top_k = 5 is outside
-/// [1, ffn.experts = 4]"); and the total parameter count within int64. The SequenceClassifier constructor
+/// declarations (nn::validate_settings: only the chosen variants', each in its range: "norm.eps must be a finite
+/// number > 0, got 0"); and the total parameter count within int64. The SequenceClassifier constructor
 /// calls it; so do the config readers, with the file as context.
 /// Then every chosen variant's refusals (components.h: "attention = linear with positional = rope: ..."), so a
 /// combination that cannot work is refused here, before anything is built.
 void validate(const ClassifierOptions& options, const std::string& context = "SequenceClassifier");
-/// The same with the fields named by `names` (the command line: "ffn.top_k" -> "--top-k", and "--top-k 3" in
-/// the message); context may be empty.
+/// The same with the fields named by `names` (the command line: "d_model" -> "--d-model", and "--d-model 3" in
+/// the message; "norm.eps" -> "--norm-eps"); context may be empty.
 void validate(const ClassifierOptions& options, const std::string& context, const FieldNames& names);
 
 /// The number of parameter elements SequenceClassifier(options) has, computed from the options alone

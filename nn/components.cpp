@@ -46,13 +46,18 @@ void check_settings_declaration(const std::string& kind, const std::string& vari
     });
     if (spec.flag.empty()) spec.flag = earlier != declared.end() ? earlier->spec.flag : derived_flag(spec.name);
     if (!spec.flag.starts_with("--")) throw ValueError(cat(setting, ": flag '", spec.flag, "' must start with --"));
+    if (earlier != declared.end() && spec.old_key.empty()) spec.old_key = earlier->spec.old_key;
     if (earlier != declared.end() && (earlier->spec.type != spec.type || earlier->spec.flag != spec.flag ||
-                                      earlier->spec.changes_model != spec.changes_model))
-      throw ValueError(cat(setting, " differs in type, flag or changes_model from ", kind, " '",
+                                      earlier->spec.changes_model != spec.changes_model ||
+                                      earlier->spec.old_key != spec.old_key))
+      throw ValueError(cat(setting, " differs in type, flag, changes_model or old_key from ", kind, " '",
                            earlier->variants.front(), "''s, which shares its flag ", earlier->spec.flag));
-    for (const DeclaredSetting& d : declared)
-      if (d.spec.flag == spec.flag && (d.kind != kind || d.spec.name != spec.name))
-        throw ValueError(cat(setting, ": flag ", spec.flag, " is ", d.kind, ".", d.spec.name, "'s"));
+    for (const DeclaredSetting& d : declared) {
+      if (d.kind == kind && d.spec.name == spec.name) continue;
+      if (d.spec.flag == spec.flag) throw ValueError(cat(setting, ": flag ", spec.flag, " is ", d.kind, ".", d.spec.name, "'s"));
+      if (!spec.old_key.empty() && d.spec.old_key == spec.old_key)
+        throw ValueError(cat(setting, ": old_key '", spec.old_key, "' is ", d.kind, ".", d.spec.name, "'s"));
+    }
     if (spec.type == SettingType::flag) continue;
     const double v = spec.type == SettingType::integer ? static_cast<double>(std::get<int64_t>(spec.default_value))
                                                        : std::get<double>(spec.default_value);

@@ -241,7 +241,7 @@ template <class Kind>
 std::string component_choices();
 
 /// The chosen variant's settings: its declarations with the values given for its kind in `values` (the
-/// variant reads them: settings_of<FeedForwardKind>(o.settings, "moe").integer("top_k")). An unregistered
+/// variant reads them: settings_of<NormKind>(o.settings, "layernorm").real("eps")). An unregistered
 /// variant is component()'s ValueError.
 template <class Kind>
 VariantSettings settings_of(const ComponentSettings& values, const std::string& variant);
@@ -282,7 +282,7 @@ struct VariantSetting {
 /// Every variant's every declared setting, in declared_settings()'s order of kinds, then by variant: the rows
 /// of docs/checkpoints.md's table of settings.
 std::vector<VariantSetting> settings_by_variant();
-/// The declared flag of the setting "<kind>.<name>" ("ffn.top_k" -> "--top-k"); empty when none declares it.
+/// The declared flag of the setting "<kind>.<name>" ("norm.eps" -> "--norm-eps"); empty when none declares it.
 std::string setting_flag(std::string_view field);
 
 }  // namespace tapegrad::nn

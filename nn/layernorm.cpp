@@ -48,7 +48,8 @@ const bool registered = [] {
                      .min = 0,
                      .min_open = true,
                      .help = "added to the variance under the square root",
-                     .flag = "--norm-eps"}}});
+                     .flag = "--norm-eps",
+                     .old_key = "layer_norm_eps"}}});
   register_gradchecks({module_case<LayerNorm>(
       "nn/layernorm/3d", [](Generator& gen) { return off_initial(5, gen); }, {{"x", {2, 3, 5}}},
       [](const LayerNorm& layer, const std::vector<Tensor>& in) { return layer.forward(in[0]); }, 404)});

@@ -228,12 +228,13 @@ const bool registered = [] {
        .settings = {
            // 1024 experts is far beyond any model trained here, and keeps E·(2CF + F + C) within int64.
            {.name = "experts", .type = SettingType::integer, .default_value = int64_t{4}, .min = 1, .max = 1024,
-            .help = "experts per layer"},
+            .help = "experts per layer", .old_key = "experts"},
            {.name = "top_k", .type = SettingType::integer, .default_value = int64_t{2}, .min = 1,
-            .max_setting = "experts", .help = "experts each token goes through"},
+            .max_setting = "experts", .help = "experts each token goes through", .old_key = "top_k"},
            // Training-only: it weighs a loss, and changes neither a weight nor what the model computes.
            {.name = "aux_weight", .type = SettingType::real, .default_value = 0.01, .min = 0,
-            .help = "weight of the load-balancing loss", .flag = "--moe-aux-weight", .changes_model = false},
+            .help = "weight of the load-balancing loss", .flag = "--moe-aux-weight", .changes_model = false,
+            .old_key = "moe_aux_weight"},
        }});
   // Seeds chosen so that (besides the routing margin the run checks) every relu pre-activation is at least
   // 0.008 from the kink.

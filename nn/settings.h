@@ -1,10 +1,10 @@
 #pragma once
-// A variant's settings, declared once in its registration (nn/components.h), e.g. moe's
-//   {.name = "top_k", .type = SettingType::integer, .default_value = int64_t{2}, .min = 1, .max_setting = "experts",
-//    .help = "experts each token goes through"}
+// A variant's settings, declared once in its registration (nn/components.h), e.g. layernorm's
+//   {.name = "eps", .type = SettingType::real, .default_value = 1e-5, .min = 0, .min_open = true,
+//    .help = "added to the variance under the square root", .flag = "--norm-eps"}
 // From that one declaration come: the value the variant reads (VariantSettings, the default when none was
 // given), the check in nn::validate (the range, by field or by flag name), the config.json key under the
-// component ("settings": {"ffn": {"top_k": 2, ...}}), the command-line flag (--top-k) with its --help text,
+// component ("settings": {"norm": {"eps": 1e-05}}), the command-line flag (--norm-eps) with its --help text,
 // and the row of docs/checkpoints.md's key table (a test compares the two).
 // Values are kept per kind, not per variant: two variants of one kind may declare the same setting (softmax
 // and linear attention both declare causal), and one flag then serves whichever is chosen.
@@ -27,12 +27,12 @@ using SettingValue = std::variant<int64_t, double, bool>;
 
 /// One setting of a variant, as it declares it.
 struct SettingSpec {
-  std::string name = {};  // "top_k": the config.json key under the component, and (kind.name) the field in messages
+  std::string name = {};  // "eps": the config.json key under the component, and (kind.name) the field in messages
   SettingType type = SettingType::real;
   SettingValue default_value = 0.0;  // of the type above: int64_t{2}, 1e-5, false
   // The range of an integer or a real (a real is always finite): [min, max], an end open when said, an end at
   // infinity unbounded. max_setting: the upper end is another integer setting of the same variant (moe's
-  // top_k <= experts), in addition to max.
+  // experts per token at most its experts), in addition to max.
   double min = -std::numeric_limits<double>::infinity(), max = std::numeric_limits<double>::infinity();
   bool min_open = false, max_open = false;
   std::string max_setting = {};
@@ -43,6 +43,10 @@ struct SettingSpec {
   // Whether it changes the weights' shapes or what the model computes. False only for a training-only setting
   // (moe's load-balancing weight): `train --init` accepts those, and refuses the others (the checkpoint's).
   bool changes_model = true;
+  // The top-level config.json key under which older checkpoints kept this setting, before settings were
+  // declared ("layer_norm_eps" for layernorm's eps); empty for none. An older file's key is read onto the
+  // chosen variant's setting, and dropped when that variant does not declare it (it had no effect there).
+  std::string old_key = {};
 };
 
 /// "integer", "real" or "flag".
@@ -53,10 +57,10 @@ std::string format_setting(const SettingValue& value);
 std::string range_text(const SettingSpec& spec);
 /// "a", "a or b", "a, b or c": names in messages and help texts.
 std::string join_names(const std::vector<std::string>& names);
-/// "--" + name with '_' -> '-' ("top_k" -> "--top-k").
+/// "--" + name with '_' -> '-' ("attention_eps" -> "--attention-eps").
 std::string derived_flag(const std::string& name);
 
-/// The settings given for the chosen variants, by kind ("ffn") and name ("top_k"). A setting not given
+/// The settings given for the chosen variants, by kind ("norm") and name ("eps"). A setting not given
 /// reads as its declared default; nn::validate refuses a setting the chosen variant of its kind does not
 /// declare, a value of the wrong type, and one outside the declared range.
 class ComponentSettings {
@@ -100,9 +104,9 @@ class VariantSettings {
   const ComponentSettings* values_;
 };
 
-/// How messages name a field: the library's own name ("ffn.top_k"), or the command line's ("--top-k").
+/// How messages name a field: the library's own name ("norm.eps"), or the command line's ("--norm-eps").
 using FieldNames = std::function<std::string(std::string_view field)>;
-/// How a message names one setting: "top_k = 3" in the library's words, "--top-k 3" in a flag's (a value ""
+/// How a message names one setting: "d_model = 3" in the library's words, "--d-model 3" in a flag's (a value ""
 /// names a flag that is on, as --causal, by its name alone).
 std::string describe(const std::string& name, const std::string& value);
 
@@ -115,10 +119,11 @@ struct ChosenVariant {
 /// Checks the given settings against the declarations of the chosen variants and throws a ValueError
 /// "<prefix><what is wrong>" for the first bad one, naming fields as `names` does (the field of a setting is
 /// "<kind>.<name>"):
-///   a kind that is not one of `chosen`;  a setting of a variant not chosen ("ffn.top_k applies to ffn = moe
-///   only, not ffn = dense");  a setting no variant of the kind declares;  a value of the wrong type;  an
-///   integer outside its range ("ffn.top_k = 5 is outside [1, ffn.experts = 4]");  a real that is not finite
-///   or outside its range ("norm.eps must be a finite number > 0, got 0").
+///   a kind that is not one of `chosen`;  a setting of a variant not chosen ("attention.eps applies to
+///   attention = linear only, not attention = softmax");  a setting no variant of the kind declares;  a value
+///   of the wrong type;  an integer outside its range ("<kind>.<name> = 5 is outside [1, 4]", an upper end
+///   that is another setting named with its value);  a real that is not finite or outside its range
+///   ("norm.eps must be a finite number > 0, got 0").
 void validate_settings(const ComponentSettings& values, const std::vector<ChosenVariant>& chosen,
                        const std::string& prefix, const FieldNames& names);
 

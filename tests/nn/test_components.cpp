@@ -186,8 +186,10 @@ TEST_CASE("components: register_component refuses a bad settings declaration, na
       // moe's flag, and layernorm's eps declared with another type or flag than layernorm's.
       {{{.name = "gain", .type = SettingType::real, .default_value = 1.0, .flag = "--top-k"}},
        "setting 'gain': flag --top-k is ffn.top_k's"},
+      {{{.name = "gain", .type = SettingType::real, .default_value = 1.0, .old_key = "top_k"}},
+       "setting 'gain': old_key 'top_k' is ffn.top_k's"},
       {{{.name = "eps", .type = SettingType::integer, .default_value = int64_t{1}}},
-       "setting 'eps' differs in type, flag or changes_model from norm 'layernorm''s"},
+       "setting 'eps' differs in type, flag, changes_model or old_key from norm 'layernorm''s"},
       {{real_setting("eps", 1e-6, 0)}, ""},  // the same setting as layernorm's: accepted, --norm-eps inherited
   };
   int i = 0;
@@ -197,6 +199,7 @@ TEST_CASE("components: register_component refuses a bad settings declaration, na
     if (message.empty()) {
       CHECK(register_component<NormKind>(norm_declaring(name, settings)));
       CHECK(component<NormKind>(name).settings[0].flag == "--norm-eps");
+      CHECK(component<NormKind>(name).settings[0].old_key == "layer_norm_eps");  // an older file's key maps here too
       const std::vector<DeclaredSetting> declared = declared_settings();
       const auto eps = std::find_if(declared.begin(), declared.end(),
                                     [](const DeclaredSetting& d) { return d.kind == "norm" && d.spec.name == "eps"; });
@@ -208,7 +211,7 @@ TEST_CASE("components: register_component refuses a bad settings declaration, na
     }
     ++i;
   }
-  CHECK(i == 11);
+  CHECK(i == 12);
 }
 
 TEST_CASE("components: a variant reads its settings typed, the default when none is given, and names a misread one") {

@@ -1,5 +1,7 @@
 #include "train/checkpoint/model_config.h"
 
+#include <algorithm>
+
 #include "train/io/read_file.h"
 #include "train/io/strict_json.h"
 
@@ -63,21 +65,23 @@ void read_settings(const json& object, nn::ClassifierOptions& o, const std::stri
   kinds.refuse_unknown();
 }
 
-/// An older file's top-level setting keys onto the chosen variants' settings (old_setting_keys). A component
-/// name nothing registered maps nothing here: nn::validate names it.
+/// The top-level keys under which older files kept the settings (SettingSpec::old_key), with the kind and
+/// the setting each is now.
+std::vector<nn::DeclaredSetting> old_setting_keys() {
+  std::vector<nn::DeclaredSetting> old;
+  for (const nn::DeclaredSetting& d : nn::declared_settings())
+    if (!d.spec.old_key.empty()) old.push_back(d);
+  return old;
+}
+
+/// An older file's top-level setting keys onto the chosen variants' settings. A component name nothing
+/// registered maps nothing here: nn::validate names it.
 void map_old_setting_keys(JsonFields& top, nn::ClassifierOptions& o) {
-  std::vector<std::pair<std::string, nn::VariantSettings>> chosen;
-  try {
-    chosen = chosen_settings(o);
-  } catch (const ValueError&) {
-    return;
-  }
-  for (const OldSettingKey& old : old_setting_keys()) {
-    if (!top.has(old.key)) continue;
-    for (const auto& [kind, settings] : chosen)
-      if (kind == old.kind && settings.declares(old.name))
-        for (const auto& [spec, value] : settings.all())
-          if (spec->name == old.name) o.settings.set(old.kind, old.name, read_setting(top, old.key, spec->type));
+  for (const nn::DeclaredSetting& d : old_setting_keys()) {
+    if (!top.has(d.spec.old_key.c_str())) continue;
+    const std::string& chosen = nn::chosen_variant(o, d.kind);
+    if (std::find(d.variants.begin(), d.variants.end(), chosen) != d.variants.end())
+      o.settings.set(d.kind, d.spec.name, read_setting(top, d.spec.old_key.c_str(), d.spec.type));
   }
 }
 
@@ -104,20 +108,13 @@ const std::set<std::string>& model_keys_added_later() {
   return keys;
 }
 
-const std::vector<OldSettingKey>& old_setting_keys() {
-  static const std::vector<OldSettingKey> keys = {
-      {"experts", "ffn", "experts"}, {"top_k", "ffn", "top_k"},        {"moe_aux_weight", "ffn", "aux_weight"},
-      {"causal", "attention", "causal"}, {"temperature", "attention", "temperature"}, {"layer_norm_eps", "norm", "eps"}};
-  return keys;
-}
-
 nn::ClassifierOptions model_options_from_json(const json& config, const std::string& file, const std::string& prefix) {
   JsonFields top(config, file, prefix);  // refuses a config that is no object
   json plain = config;
   const bool has_settings = plain.contains("settings");
   plain.erase("settings");
   if (!has_settings)  // an older file: its settings, if any, are top-level keys, mapped once the variants are known
-    for (const OldSettingKey& old : old_setting_keys()) plain.erase(old.key);
+    for (const nn::DeclaredSetting& d : old_setting_keys()) plain.erase(d.spec.old_key);
   static const json example = plain_fields(nn::ClassifierOptions());
   const json checked = checked_like(plain, example, file, prefix, model_keys_added_later());
   nn::ClassifierOptions options;

@@ -1,14 +1,13 @@
 #pragma once
 // config.json: everything needed to rebuild a classifier (nn::ClassifierOptions), component names and their
 // settings included:
-//   {"d_model": 32, ..., "attention": "softmax", "ffn": "moe", ...,
-//    "settings": {"attention": {"causal": false, "temperature": 1.0}, "ffn": {"aux_weight": 0.01, "experts": 4,
-//                 "top_k": 2}, "norm": {"eps": 1e-05}}}
+//   {"d_model": 32, ..., "attention": "softmax", "ffn": "dense", ...,
+//    "settings": {"attention": {"causal": false, "temperature": 1.0}, "norm": {"eps": 1e-05}}}
 // "settings" holds, under each kind, every setting the chosen variant declares (nn/settings.h), with its
 // value. The keys are documented in docs/checkpoints.md. Older checkpoints load as they were trained:
 // without the norm, attention and ffn keys, with the built-in components (layernorm, softmax, dense); with
-// the settings as top-level keys (experts, top_k, moe_aux_weight, causal, temperature, layer_norm_eps) or
-// without them, mapped onto the chosen variants' settings (old_setting_keys) or their defaults.
+// the settings as top-level keys (each declared with its old_key, e.g. layernorm's eps as "layer_norm_eps")
+// or without them, read onto the chosen variants' settings or their defaults.
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -31,16 +30,7 @@ namespace tapegrad {
 /// The config.json keys an older checkpoint may lack; reading one takes the default for each.
 const std::set<std::string>& model_keys_added_later();
 
-/// One setting an older config.json kept as a top-level key: "top_k" is now "settings": {"ffn": {"top_k"}}.
-struct OldSettingKey {
-  const char* key;
-  const char* kind;
-  const char* name;
-};
-/// experts, top_k, moe_aux_weight, causal, temperature, layer_norm_eps: read from an older file when it has no
-/// "settings", onto the chosen variant's setting of that name (dropped when the variant does not declare it:
-/// it had no effect on that model).
-const std::vector<OldSettingKey>& old_setting_keys();
+
 /// config.json of a classifier.
 nlohmann::json model_config_json(const nn::ClassifierOptions& options);
 /// The model options of a config.json object, read strictly (strict_json.h: every key present, of

@@ -118,8 +118,8 @@ void refuse_flags_without_effect(const CLI::App& cmd, const TrainFlags& f) {
                            "no attention: the model would have no position information (use learned or sinusoidal)"));
   }
   // The variants are the checkpoint's: its config.json says which settings apply. (Without --init, a setting
-  // of a variant not chosen is nn::validate's refusal, by flag: "--top-k applies to --ffn moe only, not --ffn
-  // dense".)
+  // of a variant not chosen is nn::validate's refusal, by flag: "--attention-eps applies to --attention
+  // linear only, not --attention softmax".)
   if (given("--init") && !settings.training_only.empty()) check_init_settings(cmd, f);
   // 0 is the library's "derive it"; given on the command line it is a mistake.
   for (auto [name, value] : {std::pair{"--steps", f.options.steps}, {"--epochs", f.options.epochs}})
@@ -176,7 +176,7 @@ void check_flag_values(const TrainFlags& f) {
 }  // namespace
 
 std::string flag_for(std::string_view field) {
-  if (field.starts_with("model."))  // a component's setting: its declared flag ("model.ffn.top_k" -> "--top-k")
+  if (field.starts_with("model."))  // a component's setting: its declared flag ("model.norm.eps" -> "--norm-eps")
     if (std::string flag = nn::setting_flag(field.substr(6)); !flag.empty()) return flag;
   if (field == "model.n_heads") return "--heads";
   if (field == "model.d_ff") return "--ff";
