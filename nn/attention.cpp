@@ -55,9 +55,6 @@ Tensor with_bias(const Tensor& mask, const Tensor& bias) {
   return masked_fill(mask.dim() > bias.dim() ? expand(bias, mask.shape()) : bias, mask, -kInf);
 }
 
-/// x Wᵀ + b for a block of rows of the packed in-projection.   x: (B, T, C), W: (N, C), b: (N) -> (B, T, N)
-Tensor project(const Tensor& x, const Tensor& W, const Tensor& b) { return linear(x, W, b); }
-
 }  // namespace
 
 void check_key_padding_mask(const char* op, const Tensor& key_padding_mask, const Tensor& q, const Tensor& k) {
@@ -130,40 +127,48 @@ Tensor causal_mask(int64_t T) {
   return mask(values, {T, T});
 }
 
+SettingSpec causal_setting() {
+  return {.name = "causal", .type = SettingType::flag, .default_value = false,
+          .help = "each position attends to itself and earlier positions only (GPT-style)", .old_key = "causal"};
+}
+
+Tensor with_causal_mask(const Tensor& attn_mask, int64_t T) {
+  const Tensor causal = causal_mask(T);
+  if (!attn_mask.defined()) return causal;
+  if (attn_mask.dtype() != DType::boolean)
+    return masked_fill(attn_mask, causal, -std::numeric_limits<double>::infinity());
+  // Bool masks are data (masked_fill takes floats only): the union element by element, key j > query i.
+  const Tensor given = attn_mask.contiguous();
+  if (given.dim() < 2 || given.size(-1) != T || given.size(-2) != T)
+    throw ShapeError(cat("with_causal_mask: attn_mask ", given.shape(), " must end in (T, T) = [", T, ",", T,
+                         "] to combine with the causal mask"));
+  std::vector<int> values(static_cast<size_t>(given.numel()));
+  const bool* hidden = given.data<bool>();
+  for (int64_t n = 0; n < given.numel(); ++n) values[n] = hidden[n] || n % T > (n / T) % T;
+  return mask(values, given.shape());
+}
+
 MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options, Generator& gen,
                                        std::shared_ptr<Generator> dropout_rng)
-    : options_(options), dropout_rng_(std::move(dropout_rng)) {
-  const int64_t C = options.d_model, H = options.n_heads;
-  if (C <= 0 || H <= 0)
-    throw ValueError(cat("MultiHeadAttention: d_model and n_heads must be positive, got ", C, " and ", H));
-  if (C % H != 0)
-    throw ValueError(cat("MultiHeadAttention: d_model ", C, " is not divisible by n_heads ", H,
-                         " (each head takes d_model / n_heads dims)"));
+    : QkvAttention("MultiHeadAttention", options.d_model, options.n_heads, options.bias, gen),
+      options_(options),
+      dropout_rng_(std::move(dropout_rng)) {
   if (!(options.dropout >= 0 && options.dropout < 1))
     throw ValueError(cat("MultiHeadAttention: dropout must be in [0, 1), got ", options.dropout));
   if (!(std::isfinite(options.temperature) && options.temperature > 0))
     throw ValueError(cat("MultiHeadAttention: temperature must be finite and > 0, got ", options.temperature));
   if (options.dropout > 0 && !dropout_rng_)
     throw ValueError(cat("MultiHeadAttention: dropout ", options.dropout, " needs a generator, got a null rng"));
-
-  // Registration order = PyTorch's state_dict order: in_proj_weight, in_proj_bias, out_proj.{weight,bias}.
-  in_proj_weight = register_parameter("in_proj_weight", empty({3 * C, C}));
-  xavier_uniform_(in_proj_weight, gen);  // fans of [3C, C]: bound √(6 / (C + 3C)), as PyTorch
-  if (options.bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * C}));
-  out_proj_ = &register_module("out_proj", std::make_unique<Linear>(C, C, options.bias, gen));
-  if (options.bias) zeros_(out_proj_->bias);
 }
 
-// query (B, T_q, C), key/value (B, T_k, C)
-//   q = query W_qᵀ + b_q, k = key W_kᵀ + b_k, v = value W_vᵀ + b_v     (W_q, W_k, W_v: row blocks of in_proj)
-//   (B, T, C) -> view (B, T, H, D) -> transpose (B, H, T, D)           weight splitting: no per-head layers
-//   out_h = scaled_dot_product_attention(q_h, k_h, v_h)                (B, H, T_q, D)
-//   (B, H, T_q, D) -> transpose (B, T_q, H, D) -> reshape (B, T_q, C) -> out_proj
-AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                                            const Tensor& attn_mask, const Tensor& key_padding_mask,
-                                            bool need_weights, const PositionalEncoding* positions) const {
-  const ScopeName scope = enter_scope();
-  const int64_t C = options_.d_model, H = options_.n_heads, D = head_dim();
+AttentionResult MultiHeadAttention::attend(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
+                                           bool need_weights, const PositionalEncoding* positions) const {
+  const Tensor mask = options_.causal && x.dim() == 3 ? with_causal_mask(attn_mask, x.size(1)) : attn_mask;
+  return forward(x, x, x, mask, key_padding_mask, need_weights, positions);
+}
+
+void MultiHeadAttention::check_inputs(const Tensor& query, const Tensor& key, const Tensor& value) const {
+  const int64_t C = d_model_;
   if (query.dim() != 3 || key.dim() != 3 || value.dim() != 3 || query.size(-1) != C || key.size(-1) != C ||
       value.size(-1) != C)
     throw ShapeError(cat("MultiHeadAttention: query ", query.shape(), ", key ", key.shape(), ", value ", value.shape(),
@@ -171,76 +176,81 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   if (!(key.shape() == value.shape()) || key.size(0) != query.size(0))
     throw ShapeError(cat("MultiHeadAttention: key ", key.shape(), " and value ", value.shape(),
                          " must have one shape, and the batch of query ", query.shape()));
+}
+
+Tensor MultiHeadAttention::checked_attn_mask(const Tensor& mask, int64_t B, int64_t T_q, int64_t T_k) const {
+  const int64_t H = n_heads_;
+  if (!mask.defined()) return mask;
+  if (mask.dim() == 2) {
+    if (mask.size(0) != T_q || mask.size(1) != T_k)
+      throw ShapeError(
+          cat("MultiHeadAttention: attn_mask ", mask.shape(), " must be (T_q, T_k) = [", T_q, ",", T_k, "]"));
+    return mask;
+  }
+  if (mask.dim() == 3) {
+    if (mask.size(0) != B * H || mask.size(1) != T_q || mask.size(2) != T_k)
+      throw ShapeError(cat("MultiHeadAttention: attn_mask ", mask.shape(), " must be (B·H, T_q, T_k) = [", B * H, ",",
+                           T_q, ",", T_k, "]"));
+    return reshape(mask, {B, H, T_q, T_k});  // PyTorch's layout: index b·H + h
+  }
+  throw ShapeError(cat("MultiHeadAttention: attn_mask ", mask.shape(), " must be 2-D or 3-D"));
+}
+
+// q = query W_qᵀ + b_q, k = key W_kᵀ + b_k, v = value W_vᵀ + b_v     (W_q, W_k, W_v: row blocks of in_proj)
+std::array<Tensor, 3> MultiHeadAttention::project(const Tensor& query, const Tensor& key, const Tensor& value) const {
+  const int64_t C = d_model_;
+  if (query.same(key) && key.same(value)) return split_packed(project_packed(query));
+  const Tensor q = split_heads(project_rows(query, 0, C));
+  if (key.same(value)) {
+    const std::vector<Tensor> kv = split(project_rows(key, C, 3 * C), C, -1);
+    return {q, split_heads(kv[0]), split_heads(kv[1])};
+  }
+  return {q, split_heads(project_rows(key, C, 2 * C)), split_heads(project_rows(value, 2 * C, 3 * C))};
+}
+
+AttentionResult MultiHeadAttention::attend_heads(Tensor q, Tensor k, const Tensor& v, Tensor mask,
+                                                 const Tensor& key_padding_mask, bool need_weights,
+                                                 const PositionalEncoding* positions) const {
+  if (positions != nullptr && positions->acts_in_attention()) {
+    std::tie(q, k) = positions->rotate_query_key(q, k);
+    mask = with_bias(mask, positions->attention_bias(n_heads_, q.size(2), k.size(2), q.dtype()));
+  }
+  // softmax(q kᵀ / (√D τ)): q / τ goes in where scaled_dot_product_attention scales q by 1/√D. At τ = 1
+  // nothing is multiplied, so the standard attention is unchanged to the bit.
+  if (options_.temperature != 1.0) q = q * (1.0 / options_.temperature);
+  AttentionResult heads = scaled_dot_product_attention(q, k, v, mask, key_padding_mask, options_.dropout,
+                                                       is_training(), dropout_rng_.get());
+  return {merge_heads(heads.output), need_weights ? heads.weights : Tensor{}};
+}
+
+// query (B, T_q, C), key/value (B, T_k, C)
+//   q, k, v = the projections (project), (B, T, C) -> (B, H, T, D) each
+//   out_h = scaled_dot_product_attention(q_h, k_h, v_h)                (B, H, T_q, D)
+//   (B, H, T_q, D) -> (B, T_q, C) -> out_proj                          (merge_heads)
+AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                            const Tensor& attn_mask, const Tensor& key_padding_mask,
+                                            bool need_weights, const PositionalEncoding* positions) const {
+  const ScopeName scope = enter_scope();
+  check_inputs(query, key, value);
   const int64_t B = query.size(0), T_q = query.size(1), T_k = key.size(1);
+  const Tensor mask = checked_attn_mask(attn_mask, B, T_q, T_k);
+  check_key_padding(key_padding_mask, B, T_k);
 
   // Self-attention without dropout and with masks that take no gradient runs as one fused op on the
   // packed projection (autograd/ops/attention.cpp): the same function without the per-head copies and
   // score tensors. Returned weights are then data, so weights wanted under grad take the composed path.
-  auto no_grad_mask = [](const Tensor& m, int rank) { return !m.defined() || (m.dim() == rank && !m.requires_grad()); };
-  const bool self = query.same(key) && key.same(value);
   // The fused op has neither the positional hooks nor a temperature.
+  auto no_grad_mask = [](const Tensor& m) { return !m.defined() || (m.dim() == 2 && !m.requires_grad()); };
   const bool hooked = positions != nullptr && positions->acts_in_attention();
-  const bool fused = self && !hooked && options_.temperature == 1.0 && !(is_training() && options_.dropout > 0) &&
-                     !(need_weights && grad_enabled()) && no_grad_mask(attn_mask, 2) &&
-                     no_grad_mask(key_padding_mask, 2);
-  Tensor qkv, q, k, v;
-  auto rows = [&](const Tensor& t, int64_t from, int64_t to) { return t.defined() ? slice(t, 0, from, to) : Tensor{}; };
-  if (self) {
-    // Self-attention: one product with the whole [3C, C] weight, then three views of width C.
-    qkv = project(query, in_proj_weight, in_proj_bias);
-    if (!fused) {
-      const std::vector<Tensor> parts = split(qkv, C, -1);
-      q = parts[0], k = parts[1], v = parts[2];
-    }
-  } else {
-    q = project(query, rows(in_proj_weight, 0, C), rows(in_proj_bias, 0, C));
-    if (key.same(value)) {
-      const std::vector<Tensor> kv =
-          split(project(key, rows(in_proj_weight, C, 3 * C), rows(in_proj_bias, C, 3 * C)), C, -1);
-      k = kv[0], v = kv[1];
-    } else {
-      k = project(key, rows(in_proj_weight, C, 2 * C), rows(in_proj_bias, C, 2 * C));
-      v = project(value, rows(in_proj_weight, 2 * C, 3 * C), rows(in_proj_bias, 2 * C, 3 * C));
-    }
-  }
-  auto split_heads = [&](const Tensor& t, int64_t T) { return transpose(reshape(t, {B, T, H, D}), 1, 2); };
-
-  Tensor mask = attn_mask;
-  if (mask.defined()) {
-    if (mask.dim() == 2) {
-      if (mask.size(0) != T_q || mask.size(1) != T_k)
-        throw ShapeError(
-            cat("MultiHeadAttention: attn_mask ", mask.shape(), " must be (T_q, T_k) = [", T_q, ",", T_k, "]"));
-    } else if (mask.dim() == 3) {
-      if (mask.size(0) != B * H || mask.size(1) != T_q || mask.size(2) != T_k)
-        throw ShapeError(cat("MultiHeadAttention: attn_mask ", mask.shape(), " must be (B·H, T_q, T_k) = [", B * H, ",",
-                             T_q, ",", T_k, "]"));
-      mask = reshape(mask, {B, H, T_q, T_k});  // PyTorch's layout: index b·H + h
-    } else {
-      throw ShapeError(cat("MultiHeadAttention: attn_mask ", mask.shape(), " must be 2-D or 3-D"));
-    }
-  }
-  if (key_padding_mask.defined() &&
-      (key_padding_mask.dim() != 2 || key_padding_mask.size(0) != B || key_padding_mask.size(1) != T_k))
-    throw ShapeError(cat("MultiHeadAttention: key_padding_mask ", key_padding_mask.shape(), " must be (B, T_k) = [", B,
-                         ",", T_k, "]"));
-
+  const bool fused = query.same(key) && key.same(value) && !hooked && options_.temperature == 1.0 &&
+                     !(is_training() && options_.dropout > 0) && !(need_weights && grad_enabled()) &&
+                     no_grad_mask(attn_mask) && no_grad_mask(key_padding_mask);
   if (fused) {
-    FusedAttention heads = fused_self_attention(qkv, H, attn_mask, key_padding_mask, need_weights);
+    FusedAttention heads = fused_self_attention(project_packed(query), n_heads_, attn_mask, key_padding_mask, need_weights);
     return {out_proj_->forward(heads.output), need_weights ? heads.weights : Tensor{}};
   }
-  Tensor q_heads = split_heads(q, T_q), k_heads = split_heads(k, T_k);  // (B, H, T_q, D), (B, H, T_k, D)
-  if (hooked) {
-    std::tie(q_heads, k_heads) = positions->rotate_query_key(q_heads, k_heads);
-    mask = with_bias(mask, positions->attention_bias(H, T_q, T_k, q_heads.dtype()));
-  }
-  // softmax(q kᵀ / (√D τ)): q / τ goes in where scaled_dot_product_attention scales q by 1/√D. At τ = 1
-  // nothing is multiplied, so the standard attention is unchanged to the bit.
-  if (options_.temperature != 1.0) q_heads = q_heads * (1.0 / options_.temperature);
-  AttentionResult heads = scaled_dot_product_attention(q_heads, k_heads, split_heads(v, T_k), mask, key_padding_mask,
-                                                       options_.dropout, is_training(), dropout_rng_.get());
-  const Tensor merged = reshape(transpose(heads.output, 1, 2), {B, T_q, C});
-  return {out_proj_->forward(merged), need_weights ? heads.weights : Tensor{}};
+  const auto [q, k, v] = project(query, key, value);
+  return attend_heads(q, k, v, mask, key_padding_mask, need_weights, positions);
 }
 
 namespace {
@@ -274,12 +284,17 @@ const bool registered = [] {
        .help = "multi-head softmax(q kᵀ / √D) v (PyTorch's nn.MultiheadAttention)",
        .make = [](const EncoderLayerOptions& o, Generator& init,
                   std::shared_ptr<Generator> dropout_rng) -> std::unique_ptr<SelfAttention> {
+         const VariantSettings settings = settings_of<AttentionKind>(o.settings, "softmax");
          return std::make_unique<MultiHeadAttention>(
-             MultiHeadAttentionOptions{o.d_model, o.n_heads, true, o.dropout, o.temperature}, init,
-             std::move(dropout_rng));
+             MultiHeadAttentionOptions{.d_model = o.d_model, .n_heads = o.n_heads, .dropout = o.dropout,
+                                       .temperature = settings.real("temperature"), .causal = settings.flag("causal")},
+             init, std::move(dropout_rng));
        },
-       // in_proj 3C·C + 3C, out_proj C·C + C
-       .parameter_count = [](const EncoderLayerOptions& o) { return 4 * o.d_model * o.d_model + 4 * o.d_model; }});
+       .parameter_count = [](const EncoderLayerOptions& o) { return QkvAttention::projection_parameters(o.d_model); },
+       .settings = {causal_setting(),
+                    {.name = "temperature", .type = SettingType::real, .default_value = 1.0, .min = 0,
+                     .min_open = true, .help = "softmax temperature t: softmax(q k^T / (sqrt(D) * t))",
+                     .old_key = "temperature"}}});
   register_gradchecks({
       op_case("nn/sdpa/causal-key-padding", {{{2, 2, 4, 3}}, {{2, 2, 4, 3}}, {{2, 2, 4, 3}}},
               [](const std::vector<Tensor>& in) {

@@ -17,6 +17,7 @@
 #include "nn/components.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/qkv_attention.h"
 
 namespace tapegrad::nn {
 
@@ -43,6 +44,14 @@ void check_key_padding_mask(const char* op, const Tensor& key_padding_mask, cons
 /// The causal mask: true above the diagonal, so position i attends to positions j <= i only.   -> bool (T, T)
 Tensor causal_mask(int64_t T);
 
+/// The "causal" setting every attention that can hide later keys declares (softmax, linear): one --causal
+/// flag, whichever is chosen.
+SettingSpec causal_setting();
+
+/// attn_mask with every key after its query hidden as well: the causal mask alone when attn_mask is
+/// undefined, the union of the two for a bool mask, -inf over a float one.   -> (T, T) (or attn_mask's shape)
+Tensor with_causal_mask(const Tensor& attn_mask, int64_t T);
+
 struct MultiHeadAttentionOptions {
   int64_t d_model;       // C: embedding dim of queries, keys and values
   int64_t n_heads;       // H: must divide d_model
@@ -52,17 +61,19 @@ struct MultiHeadAttentionOptions {
   // 1 is the standard attention, computed exactly as without the option. A positional bias
   // (PositionalEncoding::attention_bias) is added as it is, not divided by τ.
   double temperature = 1.0;
+  // attend() (self-attention) hides every key after its query: GPT-style, position i sees j <= i only.
+  bool causal = false;
 };
 
 /// Multi-head attention as PyTorch's nn.MultiheadAttention(d_model, n_heads, dropout, bias,
 /// batch_first=True). Heads are split by weight splitting (seed 002 §3.6.2, seed 004): one projection per
 /// q/k/v of width C, viewed as H heads of width D, attended in one batched product, merged back and
 /// projected by out_proj.
-class MultiHeadAttention : public SelfAttention {
+class MultiHeadAttention : public QkvAttention {
  public:
   /// in_proj_weight [3C, C] (rows q, k, v) ~ xavier_uniform, in_proj_bias [3C] = 0, out_proj = Linear(C, C)
-  /// (default init) with its bias then zeroed, as PyTorch. d_model % n_heads != 0 is a ValueError naming
-  /// both. dropout_rng may be null only when options.dropout == 0.
+  /// (default init) with its bias then zeroed, as PyTorch (QkvAttention). d_model % n_heads != 0 is a
+  /// ValueError naming both. dropout_rng may be null only when options.dropout == 0.
   MultiHeadAttention(const MultiHeadAttentionOptions& options, Generator& gen, std::shared_ptr<Generator> dropout_rng);
 
   /// Attention of each query over the keys, per head, merged and projected. Self-attention passes the same
@@ -75,24 +86,26 @@ class MultiHeadAttention : public SelfAttention {
   AttentionResult forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask = {},
                           const Tensor& key_padding_mask = {}, bool need_weights = false,
                           const PositionalEncoding* positions = nullptr) const;
-  /// forward(x, x, x, ...): the "softmax" attention component.   x: (B, T, C) -> (B, T, C)
+  /// forward(x, x, x, ...) with attn_mask combined with the causal mask when options.causal: the "softmax"
+  /// attention component.   x: (B, T, C) -> (B, T, C)
   AttentionResult attend(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask, bool need_weights,
-                         const PositionalEncoding* positions = nullptr) const override {
-    return forward(x, x, x, attn_mask, key_padding_mask, need_weights, positions);
-  }
+                         const PositionalEncoding* positions = nullptr) const override;
 
   const MultiHeadAttentionOptions& options() const { return options_; }
-  /// D = C / H.
-  int64_t head_dim() const { return options_.d_model / options_.n_heads; }
-  const Linear& out_proj() const { return *out_proj_; }
-
-  Tensor in_proj_weight;  // [3C, C]: rows [0, C) project queries, [C, 2C) keys, [2C, 3C) values
-  Tensor in_proj_bias;    // [3C]; undefined without bias
 
  private:
+  /// The query, key and value shapes checked: a ShapeError naming all three otherwise.
+  void check_inputs(const Tensor& query, const Tensor& key, const Tensor& value) const;
+  /// attn_mask checked against (T_q, T_k) or (B·H, T_q, T_k); the 3-D form as (B, H, T_q, T_k).
+  Tensor checked_attn_mask(const Tensor& attn_mask, int64_t B, int64_t T_q, int64_t T_k) const;
+  /// q, k, v split into heads, from one product when self-attention.   -> (B, H, T, D) each
+  std::array<Tensor, 3> project(const Tensor& query, const Tensor& key, const Tensor& value) const;
+  /// The composed path: the positional hooks, the temperature, scaled_dot_product_attention, the merge.
+  AttentionResult attend_heads(Tensor q, Tensor k, const Tensor& v, Tensor mask, const Tensor& key_padding_mask,
+                               bool need_weights, const PositionalEncoding* positions) const;
+
   MultiHeadAttentionOptions options_;
   std::shared_ptr<Generator> dropout_rng_;
-  Linear* out_proj_;  // owned by the children list
 };
 
 }  // namespace tapegrad::nn

@@ -13,18 +13,10 @@
 namespace tapegrad::nn {
 
 EncoderLayerOptions layer_options(const ClassifierOptions& o) {
-  EncoderLayerOptions layer{o.d_model, o.n_heads, o.d_ff, o.dropout, o.activation, o.norm_first, o.layer_norm_eps};
-  layer.attention = o.attention;
-  layer.norm = o.norm;
-  layer.ffn = o.ffn;
-  layer.causal = o.causal;
-  layer.temperature = o.temperature;
-  layer.experts = o.experts;
-  layer.top_k = o.top_k;
-  layer.moe_aux_weight = o.moe_aux_weight;
-  return layer;
+  return {.d_model = o.d_model, .n_heads = o.n_heads, .d_ff = o.d_ff, .dropout = o.dropout,
+          .activation = o.activation, .norm_first = o.norm_first, .attention = o.attention, .norm = o.norm,
+          .ffn = o.ffn, .settings = o.settings};
 }
-
 ClassifierOptions micro_classifier() {
   ClassifierOptions o;
   o.vocab_size = 7;
@@ -38,6 +30,27 @@ ClassifierOptions micro_classifier() {
   return o;
 }
 
+void take_training_settings(ClassifierOptions& model, const ComponentSettings& given) {
+  for_each_kind([&]<class Kind>(std::type_identity<Kind>) {
+    for (const auto& [spec, value] : chosen_settings<Kind>(model).all()) {
+      if (spec->changes_model) continue;
+      if (const SettingValue* v = given.find(Kind::kName, spec->name))
+        model.settings.set(Kind::kName, spec->name, *v);
+      else
+        model.settings.erase(Kind::kName, spec->name);
+    }
+  });
+}
+
+const std::string& chosen_variant(const ClassifierOptions& o, const std::string& kind) {
+  const std::pair<const char*, const std::string*> kinds[] = {
+      {PositionalKind::kName, &o.positional}, {AttentionKind::kName, &o.attention}, {NormKind::kName, &o.norm},
+      {FeedForwardKind::kName, &o.ffn},       {PoolKind::kName, &o.pool},           {ActivationKind::kName, &o.activation}};
+  for (const auto& [name, chosen] : kinds)
+    if (kind == name) return *chosen;
+  throw ValueError(cat("chosen_variant: no component kind '", kind, "'"));
+}
+
 bool prepends_cls(const ClassifierOptions& options) { return component<PoolKind>(options.pool).prepends_cls; }
 
 namespace {
@@ -49,20 +62,13 @@ unsigned __int128 parameter_count_128(const ClassifierOptions& o) {
   const auto count = [](int64_t n) { return static_cast<U>(std::max<int64_t>(n, 0)); };
   const EncoderLayerOptions layer_opts = layer_options(o);
   const U C = count(o.d_model), V = count(o.vocab_size), K = count(o.num_classes);
-  const U norm = count(component<NormKind>(o.norm).parameter_count(o.d_model));
+  const U norm = count(component<NormKind>(o.norm).parameter_count(o.d_model, chosen_settings<NormKind>(o)));
   const U layer = count(component<AttentionKind>(o.attention).parameter_count(layer_opts)) +
                   count(component<FeedForwardKind>(o.ffn).parameter_count(layer_opts)) + 2 * norm;
   U total = V * C + count(component<PositionalKind>(o.positional).parameter_count(o)) +
             static_cast<U>(o.n_layers) * layer + count(component<PoolKind>(o.pool).parameter_count(o)) + K * C + K;
   if (o.final_norm) total += norm;
   return total;
-}
-
-/// How a message names one setting: "top_k = 3" in the library's words, "--top-k 3" in a flag's (a flag that
-/// is on, value "", is its name alone).
-std::string describe(const std::string& name, const std::string& value) {
-  if (value.empty()) return name;
-  return cat(name, name.starts_with("-") ? " " : " = ", value);
 }
 
 /// Throws "<prefix><kind> = '<name>' is not registered (registered: ...)" for a name of no variant.
@@ -72,6 +78,11 @@ void check_registered(const std::string& name, const std::string& prefix, const 
   if (std::find(registered.begin(), registered.end(), name) == registered.end())
     throw ValueError(cat(prefix, describe(names(Kind::kName), cat("'", name, "'")),
                          " is not registered (registered: ", component_choices<Kind>(), ")"));
+}
+
+template <class Kind>
+ChosenVariant chosen(const std::string& name) {
+  return {Kind::kName, name, &component<Kind>(name).settings};
 }
 
 /// Throws "<prefix>attention = linear with positional = rope: why" when the chosen variant of Kind refuses
@@ -115,24 +126,18 @@ void validate(const ClassifierOptions& o, const std::string& context, const Fiel
   if (o.n_layers < 0 || o.n_layers > kMaxClassifierLayers)
     throw fail("n_layers", o.n_layers, cat("is outside [0, ", kMaxClassifierLayers, "]"));
   if (!(o.dropout >= 0 && o.dropout < 1)) throw fail("dropout", o.dropout, "is outside [0, 1)");
-  if (!(std::isfinite(o.layer_norm_eps) && o.layer_norm_eps > 0))
-    throw fail("layer_norm_eps", o.layer_norm_eps, "must be finite and > 0");
-  if (!(std::isfinite(o.temperature) && o.temperature > 0))
-    throw fail("temperature", o.temperature, "must be finite and > 0");
   if (o.pad_id < -1 || o.pad_id >= o.vocab_size)
     throw fail("pad_id", o.pad_id, cat("is outside the vocabulary [0, ", o.vocab_size, ") (use -1 for none)"));
-  // 1024 experts is far beyond any model trained here, and keeps E·(2CF + F + C) within int64.
-  if (o.experts < 1 || o.experts > 1024) throw fail("experts", o.experts, "is outside [1, 1024]");
-  if (o.top_k < 1 || o.top_k > o.experts)
-    throw fail("top_k", o.top_k, cat("is outside [1, ", describe(names("experts"), cat(o.experts)), "]"));
-  if (!(std::isfinite(o.moe_aux_weight) && o.moe_aux_weight >= 0))
-    throw fail("moe_aux_weight", o.moe_aux_weight, "must be finite and >= 0");
   check_registered<PositionalKind>(o.positional, prefix, names);
   check_registered<AttentionKind>(o.attention, prefix, names);
   check_registered<NormKind>(o.norm, prefix, names);
   check_registered<FeedForwardKind>(o.ffn, prefix, names);
   check_registered<PoolKind>(o.pool, prefix, names);
   check_registered<ActivationKind>(o.activation, prefix, names);
+  validate_settings(o.settings,
+                    {chosen<PositionalKind>(o.positional), chosen<AttentionKind>(o.attention), chosen<NormKind>(o.norm),
+                     chosen<FeedForwardKind>(o.ffn), chosen<PoolKind>(o.pool), chosen<ActivationKind>(o.activation)},
+                    prefix, names);
   check_refusal<PositionalKind>(o.positional, o, prefix, names);
   check_refusal<AttentionKind>(o.attention, o, prefix, names);
   check_refusal<NormKind>(o.norm, o, prefix, names);

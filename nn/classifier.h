@@ -29,6 +29,9 @@
 
 namespace tapegrad::nn {
 
+/// What every classifier has: sizes, dropout, where the norms go, the padding row, the components by name and
+/// their settings. A variant's own settings (moe's experts, the attention's causal and temperature, a norm's
+/// eps) are not fields here: they are declared with the variant and given in `settings` (nn/settings.h).
 struct ClassifierOptions {
   int64_t vocab_size = 0;  // V
   int64_t d_model = 64;
@@ -39,7 +42,6 @@ struct ClassifierOptions {
   int64_t num_classes = 2;
   double dropout = 0.1;  // after the embedding sum, and everywhere in the encoder layers
   bool norm_first = false;
-  double layer_norm_eps = 1e-5;
   bool final_norm = false;  // a norm after the last layer (encoder.norm); usual with norm_first
   int64_t pad_id = 0;       // the embedding row that stays zero and gets no gradient; -1 for none
   // Registered components (nn/components.h) by name.
@@ -49,19 +51,22 @@ struct ClassifierOptions {
   std::string ffn = "dense";
   std::string pool = "mean";
   std::string activation = "relu";
-  bool causal = false;       // every layer's self-attention sees earlier positions only (GPT-style)
-  double temperature = 1.0;  // τ > 0 of every layer's attention: softmax(q kᵀ / (√D · τ))
-  // The "moe" feed-forward block (nn/moe.h): number of experts, experts per token, load-balancing weight.
-  int64_t experts = 4;
-  int64_t top_k = 2;
-  double moe_aux_weight = 0.01;
+  // The chosen variants' settings, by kind: settings.set("norm", "eps", 1e-6). Absent: the default.
+  ComponentSettings settings = {};
 };
 
 /// The smallest classifier worth checking: vocab 7, d_model 4, 2 heads, d_ff 6, 2 layers, context 6,
 /// 3 classes, no dropout; the layers' gradient checks and nn::component_problems() build on it.
 ClassifierOptions micro_classifier();
-/// The options of each encoder layer of a classifier with these options.
+/// The options of each encoder layer of a classifier with these options (the shared sizes, the layer's
+/// components and the settings).
 EncoderLayerOptions layer_options(const ClassifierOptions& options);
+/// Sets every training-only setting (SettingSpec::changes_model false: moe's aux_weight) of the variants
+/// `model` chose to its value in `given`, or to its default when `given` has none: fine-tuning a checkpoint
+/// (`train --init`) keeps the checkpoint's model but takes the run's own training-only settings.
+void take_training_settings(ClassifierOptions& model, const ComponentSettings& given);
+/// The variant options chose for the kind named ("ffn" -> options.ffn); a ValueError for no such kind.
+const std::string& chosen_variant(const ClassifierOptions& options, const std::string& kind);
 /// Whether the data must put a <cls> token first for this model's pooling (the pool component says).
 bool prepends_cls(const ClassifierOptions& options);
 
@@ -74,16 +79,16 @@ inline constexpr int64_t kMaxClassifierLayers = int64_t{1} << 16;
 /// Checks every field's range and throws a ValueError "<context>: <field> = <value> <what is wrong>" for
 /// the first bad one: vocab_size, d_model, d_ff, context_length in [1, 2^24]; num_classes in [2, 2^24] (one
 /// class has nothing to learn: its probability is always 1); n_heads >= 1 dividing d_model; n_layers in
-/// [0, 2^16]; dropout in [0, 1); experts in [1, 1024]; top_k in [1, experts]; moe_aux_weight finite, >= 0; layer_norm_eps finite and > 0; pad_id in [-1, vocab_size); and the total
-/// parameter count within int64; every component name registered ("<context>: norm = 'rmsnorm' is not
-/// registered (registered: layernorm)"). The SequenceClassifier constructor calls it; so do the config
-/// readers, with the file as context.
+/// [0, 2^16]; dropout in [0, 1); pad_id in [-1, vocab_size); every component name registered
+/// ("<context>: norm = 'rmsnorm' is not registered (registered: layernorm)"); the settings by their
+/// declarations (nn::validate_settings: only the chosen variants', each in its range: "norm.eps must be a finite
+/// number > 0, got 0"); and the total parameter count within int64. The SequenceClassifier constructor
+/// calls it; so do the config readers, with the file as context.
 /// Then every chosen variant's refusals (components.h: "attention = linear with positional = rope: ..."), so a
 /// combination that cannot work is refused here, before anything is built.
 void validate(const ClassifierOptions& options, const std::string& context = "SequenceClassifier");
-/// The same with the fields named by `names` (the command line: "top_k" -> "--top-k", and "--top-k 3" in the
-/// message); context may be empty.
-using FieldNames = std::function<std::string(std::string_view field)>;
+/// The same with the fields named by `names` (the command line: "d_model" -> "--d-model", and "--d-model 3" in
+/// the message; "norm.eps" -> "--norm-eps"); context may be empty.
 void validate(const ClassifierOptions& options, const std::string& context, const FieldNames& names);
 
 /// The number of parameter elements SequenceClassifier(options) has, computed from the options alone

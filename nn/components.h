@@ -10,19 +10,25 @@
 //   static const bool registered = register_component<NormKind>({.name = "rmsnorm", .help = "...", ...});
 // The model options (nn::ClassifierOptions, nn::EncoderLayerOptions) hold the names; config.json records
 // them; the command line offers every registered name as a choice; a name no loaded code registered is a
-// ValueError naming it and the registered ones. Adding a variant edits no file of the library.
+// ValueError naming it and the registered ones. A variant with settings of its own declares them in its
+// registration (.settings, nn/settings.h); their values travel in the options' ComponentSettings, and the
+// flag, the config.json key, the range check and the help come from the declaration. Adding a variant, with
+// or without settings, edits no file of the library.
 // Letters: B batch, T positions, C = d_model, H heads.
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "autograd/random.h"
 #include "autograd/tensor.h"
 #include "nn/module.h"
+#include "nn/settings.h"
 
 namespace tapegrad::nn {
 
@@ -111,8 +117,8 @@ class Pooling : public Module {
 
 // ---- combinations a variant cannot serve ----
 
-/// One setting of the model options as a check names it: the ClassifierOptions field and its value ("" for a
-/// flag that is on, as --causal).
+/// One setting of the model options as a check names it: the ClassifierOptions field, or "<kind>.<name>" for a
+/// component's setting ("attention.causal"), and its value ("" for a flag that is on, as --causal).
 struct Setting {
   std::string field, value;
 };
@@ -141,6 +147,7 @@ struct PositionalKind {
     std::function<std::unique_ptr<PositionalEncoding>(const ClassifierOptions&, Generator& init)> make = {};
     std::function<int64_t(const ClassifierOptions&)> parameter_count = {};
     RefusesFn refuses = {};  // optional: combinations this variant cannot serve
+    std::vector<SettingSpec> settings = {};  // optional: its own settings (nn/settings.h)
     // It acts inside attention (rotates q and k, or biases the scores): an attention that forms no (T, T)
     // scores (linear) cannot serve it, and says so before anything is built.
     bool acts_in_attention = false;
@@ -156,6 +163,7 @@ struct AttentionKind {
         make;
     std::function<int64_t(const EncoderLayerOptions&)> parameter_count = {};
     RefusesFn refuses = {};  // optional: combinations this variant cannot serve
+    std::vector<SettingSpec> settings = {};  // optional: its own settings (read with settings_of)
   };
 };
 
@@ -163,9 +171,11 @@ struct NormKind {
   static constexpr const char* kName = "norm";
   struct Entry {
     std::string name = {}, help = {};
-    std::function<std::unique_ptr<Norm>(int64_t dim, double eps, Generator& init)> make = {};
-    std::function<int64_t(int64_t dim)> parameter_count = {};
+    // settings: this variant's own (its declared .settings with the values given).
+    std::function<std::unique_ptr<Norm>(int64_t dim, const VariantSettings& settings, Generator& init)> make = {};
+    std::function<int64_t(int64_t dim, const VariantSettings& settings)> parameter_count = {};
     RefusesFn refuses = {};  // optional: combinations this variant cannot serve
+    std::vector<SettingSpec> settings = {};  // optional: its own settings
   };
 };
 
@@ -178,6 +188,7 @@ struct FeedForwardKind {
         make;
     std::function<int64_t(const EncoderLayerOptions&)> parameter_count = {};
     RefusesFn refuses = {};  // optional: combinations this variant cannot serve
+    std::vector<SettingSpec> settings = {};  // optional: its own settings (read with settings_of)
   };
 };
 
@@ -188,6 +199,7 @@ struct PoolKind {
     std::function<std::unique_ptr<Pooling>(const ClassifierOptions&, Generator& init)> make = {};
     std::function<int64_t(const ClassifierOptions&)> parameter_count = {};
     RefusesFn refuses = {};  // optional: combinations this variant cannot serve
+    std::vector<SettingSpec> settings = {};  // optional: its own settings
     bool prepends_cls = false;  // the data gets a <cls> token first (the pooled position of "cls")
   };
 };
@@ -200,13 +212,17 @@ struct ActivationKind {
     // Optional: activation(x Wᵀ + b) in one fused op (relu: linear_relu), bit-identical to the two.
     std::function<Tensor(const Tensor& x, const Tensor& weight, const Tensor& bias)> linear = {};
     RefusesFn refuses = {};  // optional: combinations this variant cannot serve
+    std::vector<SettingSpec> settings = {};  // optional: its own settings
   };
 };
 
 // ---- the registry ----
 
-/// Adds a variant of Kind. A missing name, make or parameter_count (apply for an activation), or a name
-/// registered before, is a ValueError. Returns true, so that a file registers at load time:
+/// Adds a variant of Kind. A missing name, make or parameter_count (apply for an activation), a name
+/// registered before, or a bad settings declaration is a ValueError: a setting without a name or declared
+/// twice, a default of another type or outside its range, a max_setting that is not an integer setting of
+/// the variant, a flag not starting with "--" or taken by another setting, and a setting another variant of
+/// the kind declares with another type, flag or changes_model. Returns true, so that a file registers at load time:
 ///   static const bool registered = register_component<NormKind>({...});
 template <class Kind>
 bool register_component(typename Kind::Entry entry);
@@ -223,5 +239,50 @@ std::vector<std::string> component_names();
 /// "a, b or c", for messages and help texts.
 template <class Kind>
 std::string component_choices();
+
+/// The chosen variant's settings: its declarations with the values given for its kind in `values` (the
+/// variant reads them: settings_of<NormKind>(o.settings, "layernorm").real("eps")). An unregistered
+/// variant is component()'s ValueError.
+template <class Kind>
+VariantSettings settings_of(const ComponentSettings& values, const std::string& variant);
+
+/// f(std::type_identity<Kind>{}) for every kind, in order: positional, attention, norm, ffn, pool, activation.
+template <class F>
+void for_each_kind(F&& f) {
+  f(std::type_identity<PositionalKind>{}), f(std::type_identity<AttentionKind>{}), f(std::type_identity<NormKind>{});
+  f(std::type_identity<FeedForwardKind>{}), f(std::type_identity<PoolKind>{}), f(std::type_identity<ActivationKind>{});
+}
+
+/// The settings of the variant of Kind that `options` (ClassifierOptions or EncoderLayerOptions) chose.
+template <class Kind, class Options>
+VariantSettings chosen_settings(const Options& options) {
+  if constexpr (std::is_same_v<Kind, PositionalKind>) return settings_of<Kind>(options.settings, options.positional);
+  if constexpr (std::is_same_v<Kind, AttentionKind>) return settings_of<Kind>(options.settings, options.attention);
+  if constexpr (std::is_same_v<Kind, NormKind>) return settings_of<Kind>(options.settings, options.norm);
+  if constexpr (std::is_same_v<Kind, FeedForwardKind>) return settings_of<Kind>(options.settings, options.ffn);
+  if constexpr (std::is_same_v<Kind, PoolKind>) return settings_of<Kind>(options.settings, options.pool);
+  if constexpr (std::is_same_v<Kind, ActivationKind>) return settings_of<Kind>(options.settings, options.activation);
+}
+
+/// One setting of a kind, with every variant that declares it (one flag serves them all).
+struct DeclaredSetting {
+  std::string kind;                   // "ffn"
+  std::vector<std::string> variants;  // {"moe"}
+  SettingSpec spec;                   // the first declaration (the others agree on type, flag and changes_model)
+};
+/// Every declared setting of every kind, in the kinds' order (positional, attention, norm, ffn, pool,
+/// activation) and then registration order: what the command line makes its flags from, and what
+/// docs/checkpoints.md's key table lists.
+std::vector<DeclaredSetting> declared_settings();
+/// One variant's declaration of one setting.
+struct VariantSetting {
+  std::string kind, variant;
+  SettingSpec spec;
+};
+/// Every variant's every declared setting, in declared_settings()'s order of kinds, then by variant: the rows
+/// of docs/checkpoints.md's table of settings.
+std::vector<VariantSetting> settings_by_variant();
+/// The declared flag of the setting "<kind>.<name>" ("norm.eps" -> "--norm-eps"); empty when none declares it.
+std::string setting_flag(std::string_view field);
 
 }  // namespace tapegrad::nn

@@ -10,13 +10,12 @@ namespace tapegrad::nn {
 CrossAttentionLayer::CrossAttentionLayer(const CrossAttentionOptions& options, Generator& gen,
                                          std::shared_ptr<Generator> dropout_rng)
     : options_(options) {
-  if (!(options.layer_norm_eps > 0))
-    throw ValueError(cat("CrossAttentionLayer: layer_norm_eps must be positive, got ", options.layer_norm_eps));
   multihead_attn_ = &register_module(
       "multihead_attn", std::make_unique<MultiHeadAttention>(
                             MultiHeadAttentionOptions{options.d_model, options.n_heads, true, options.dropout}, gen,
                             dropout_rng));
-  norm_ = &register_module("norm", component<NormKind>(options.norm).make(options.d_model, options.layer_norm_eps, gen));
+  norm_ = &register_module("norm", component<NormKind>(options.norm).make(
+                                       options.d_model, settings_of<NormKind>(options.settings, options.norm), gen));
   dropout_ = &register_module("dropout", std::make_unique<Dropout>(options.dropout, std::move(dropout_rng)));
 }
 

@@ -24,8 +24,8 @@ struct CrossAttentionOptions {
   int64_t n_heads;               // H: must divide d_model
   double dropout = 0.1;          // attention probabilities and the residual branch
   bool norm_first = false;       // false: post-LN, PyTorch's default; true: pre-LN
-  double layer_norm_eps = 1e-5;
   std::string norm = "layernorm";  // a registered norm component (nn/components.h)
+  ComponentSettings settings = {};  // the norm's own ("norm": {"eps": ...}); absent: its defaults
 };
 
 /// x attending to a memory, with a residual and a norm, as PyTorch's decoder layer does in its

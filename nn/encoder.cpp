@@ -12,42 +12,19 @@
 
 namespace tapegrad::nn {
 
-namespace {
-
-/// attn_mask with every key after its query hidden as well: the causal mask alone when attn_mask is
-/// undefined, the union of the two for a bool mask, -inf over a float one.   -> (T, T) (or attn_mask's shape)
-Tensor with_causal(const Tensor& attn_mask, int64_t T) {
-  const Tensor causal = causal_mask(T);
-  if (!attn_mask.defined()) return causal;
-  if (attn_mask.dtype() != DType::boolean)
-    return masked_fill(attn_mask, causal, -std::numeric_limits<double>::infinity());
-  // Bool masks are data (masked_fill takes floats only): the union element by element, key j > query i.
-  const Tensor given = attn_mask.contiguous();
-  if (given.dim() < 2 || given.size(-1) != T || given.size(-2) != T)
-    throw ShapeError(cat("TransformerEncoderLayer: attn_mask ", given.shape(), " must end in (T, T) = [", T, ",", T,
-                         "] to combine with the causal mask"));
-  std::vector<int> values(static_cast<size_t>(given.numel()));
-  const bool* hidden = given.data<bool>();
-  for (int64_t n = 0; n < given.numel(); ++n) values[n] = hidden[n] || n % T > (n / T) % T;
-  return mask(values, given.shape());
-}
-
-}  // namespace
-
 TransformerEncoderLayer::TransformerEncoderLayer(const EncoderLayerOptions& options, Generator& gen,
                                                  std::shared_ptr<Generator> dropout_rng)
     : options_(options) {
   if (options.d_ff <= 0) throw ValueError(cat("TransformerEncoderLayer: d_ff must be positive, got ", options.d_ff));
-  if (!(options.layer_norm_eps > 0))
-    throw ValueError(cat("TransformerEncoderLayer: layer_norm_eps must be positive, got ", options.layer_norm_eps));
   // Registered in PyTorch's order, so named_parameters() and the state dictionary list the same names in
   // the same order. The attention dropout is the layer's dropout, as in PyTorch.
   const NormKind::Entry& norm = component<NormKind>(options.norm);
+  const VariantSettings norm_settings = chosen_settings<NormKind>(options);
   self_attn_ =
       &register_module("self_attn", component<AttentionKind>(options.attention).make(options, gen, dropout_rng));
   feed_forward_ = &register_inline(component<FeedForwardKind>(options.ffn).make(options, gen, dropout_rng));
-  norm1_ = &register_module("norm1", norm.make(options.d_model, options.layer_norm_eps, gen));
-  norm2_ = &register_module("norm2", norm.make(options.d_model, options.layer_norm_eps, gen));
+  norm1_ = &register_module("norm1", norm.make(options.d_model, norm_settings, gen));
+  norm2_ = &register_module("norm2", norm.make(options.d_model, norm_settings, gen));
   dropout1_ = &register_module("dropout1", std::make_unique<Dropout>(options.dropout, dropout_rng));
   dropout2_ = &register_module("dropout2", std::make_unique<Dropout>(options.dropout, dropout_rng));
 }
@@ -56,8 +33,7 @@ Tensor TransformerEncoderLayer::attention_block(const Tensor& x, const Tensor& a
                                                 const Tensor& key_padding_mask, std::vector<Tensor>* attention_weights,
                                                 const PositionalEncoding* positions) const {
   const bool need_weights = attention_weights != nullptr;
-  const Tensor mask = options_.causal ? with_causal(attn_mask, x.size(1)) : attn_mask;
-  AttentionResult result = self_attn_->attend(x, mask, key_padding_mask, need_weights, positions);
+  AttentionResult result = self_attn_->attend(x, attn_mask, key_padding_mask, need_weights, positions);
   if (need_weights) attention_weights->push_back(result.weights);
   return dropout1_->forward(result.output);
 }
@@ -91,8 +67,8 @@ TransformerEncoder::TransformerEncoder(int64_t n_layers, const EncoderLayerOptio
   for (int64_t i = 0; i < n_layers; ++i)
     layers_->append(std::make_unique<TransformerEncoderLayer>(options, gen, dropout_rng));
   if (final_norm)
-    norm_ =
-        &register_module("norm", component<NormKind>(options.norm).make(options.d_model, options.layer_norm_eps, gen));
+    norm_ = &register_module(
+        "norm", component<NormKind>(options.norm).make(options.d_model, chosen_settings<NormKind>(options), gen));
 }
 
 Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,

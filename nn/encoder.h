@@ -23,18 +23,13 @@ struct EncoderLayerOptions {
   double dropout = 0.1;             // attention probabilities, feed-forward hidden, both residual branches
   std::string activation = "relu";  // of the feed-forward block
   bool norm_first = false;          // false: post-LN (the original Transformer, PyTorch's default); true: pre-LN
-  double layer_norm_eps = 1e-5;
   // Registered components (nn/components.h) by name.
   std::string attention = "softmax";
   std::string norm = "layernorm";
   std::string ffn = "dense";
-  bool causal = false;       // GPT-style: position i attends to positions j <= i only (nn::causal_mask)
-  double temperature = 1.0;  // τ > 0 of the attention: softmax(q kᵀ / (√D · τ))
-  // The "moe" feed-forward block (nn/moe.h): experts of width d_ff, each token routed to top_k of them, and
-  // the weight of its load-balancing loss in the training loss.
-  int64_t experts = 4;
-  int64_t top_k = 2;
-  double moe_aux_weight = 0.01;
+  // The components' own settings (causal, temperature, a norm's eps, moe's experts...): each variant reads
+  // its own (settings_of), the declared default where none is given.
+  ComponentSettings settings = {};
 };
 
 /// One encoder layer: self-attention and a feed-forward block, each with a residual connection and a
@@ -51,7 +46,7 @@ class TransformerEncoderLayer : public Module {
   TransformerEncoderLayer(const EncoderLayerOptions& options, Generator& gen, std::shared_ptr<Generator> dropout_rng);
 
   /// The layer applied to x. attn_mask: (T, T), bool true = hidden (or float, added), combined with the
-  /// causal mask when options.causal; key_padding_mask: (B, T), bool true = pad. When attention_weights is
+  /// causal mask by an attention whose causal setting is on; key_padding_mask: (B, T), bool true = pad. When attention_weights is
   /// given, this layer's per-head attention probabilities (B, H, T, T) are appended to it. positions: the
   /// model's positional encoding, handed to the attention for its hooks (may be null).
   ///   x: (B, T, C) -> (B, T, C)
@@ -97,7 +92,7 @@ class TransformerEncoderLayers : public Module {
 
 /// A stack of n_layers encoder layers (each initialised independently from gen) and an optional final
 /// normalisation, as PyTorch's nn.TransformerEncoder(layer, n_layers, norm). Children: "layers", then
-/// "norm" when final_norm (the norm component options.norm, eps options.layer_norm_eps).
+/// "norm" when final_norm (the norm component options.norm, with its settings).
 class TransformerEncoder : public Module {
  public:
   /// n_layers >= 0; dropout_rng may be null only when options.dropout == 0.

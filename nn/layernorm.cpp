@@ -34,12 +34,22 @@ std::unique_ptr<LayerNorm> off_initial(int64_t dim, Generator& gen) {
 
 // One initialiser runs every registration of this file when the library loads.
 const bool registered = [] {
-  register_component<NormKind>({.name = "layernorm",
-                                .help = "LayerNorm: (x - mean) / sqrt(var + eps) * weight + bias",
-                                .make = [](int64_t dim, double eps, Generator&) -> std::unique_ptr<Norm> {
-                                  return std::make_unique<LayerNorm>(dim, eps);
-                                },
-                                .parameter_count = [](int64_t dim) { return 2 * dim; }});
+  register_component<NormKind>(
+      {.name = "layernorm",
+       .help = "LayerNorm: (x - mean) / sqrt(var + eps) * weight + bias",
+       .make = [](int64_t dim, const VariantSettings& settings, Generator&) -> std::unique_ptr<Norm> {
+         return std::make_unique<LayerNorm>(dim, settings.real("eps"));
+       },
+       .parameter_count = [](int64_t dim, const VariantSettings&) { return 2 * dim; },
+       // PyTorch's layer_norm_eps; --norm-eps, shared with any other norm that declares an eps.
+       .settings = {{.name = "eps",
+                     .type = SettingType::real,
+                     .default_value = 1e-5,
+                     .min = 0,
+                     .min_open = true,
+                     .help = "added to the variance under the square root",
+                     .flag = "--norm-eps",
+                     .old_key = "layer_norm_eps"}}});
   register_gradchecks({module_case<LayerNorm>(
       "nn/layernorm/3d", [](Generator& gen) { return off_initial(5, gen); }, {{"x", {2, 3, 5}}},
       [](const LayerNorm& layer, const std::vector<Tensor>& in) { return layer.forward(in[0]); }, 404)});

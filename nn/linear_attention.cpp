@@ -81,26 +81,15 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
   return matmul(fq, kv) / z;                                                       // (.., T_q, D_v)
 }
 
-LinearAttention::LinearAttention(const LinearAttentionOptions& options, Generator& gen) : options_(options) {
-  const int64_t C = options.d_model, H = options.n_heads;
-  if (C <= 0 || H <= 0)
-    throw ValueError(cat("LinearAttention: d_model and n_heads must be positive, got ", C, " and ", H));
-  if (C % H != 0)
-    throw ValueError(cat("LinearAttention: d_model ", C, " is not divisible by n_heads ", H,
-                         " (each head takes d_model / n_heads dims)"));
-  // The names, order and initialisation of MultiHeadAttention's, so that the state has one layout.
-  in_proj_weight = register_parameter("in_proj_weight", empty({3 * C, C}));
-  xavier_uniform_(in_proj_weight, gen);
-  if (options.bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * C}));
-  out_proj_ = &register_module("out_proj", std::make_unique<Linear>(C, C, options.bias, gen));
-  if (options.bias) zeros_(out_proj_->bias);
+LinearAttention::LinearAttention(const LinearAttentionOptions& options, Generator& gen)
+    : QkvAttention("LinearAttention", options.d_model, options.n_heads, options.bias, gen), options_(options) {
+  if (!(options.eps >= 0)) throw ValueError(cat("LinearAttention: eps must be >= 0, got ", options.eps));
 }
 
 // x (B, T, C)
-//   q, k, v = split(x W_inᵀ + b_in)                          (B, T, C) each
-//   (B, T, C) -> view (B, T, H, D) -> transpose (B, H, T, D)
+//   q, k, v = split(x W_inᵀ + b_in), each (B, T, C) -> (B, H, T, D)
 //   out_h = linear_attention(q_h, k_h, v_h)                  (B, H, T, D)
-//   (B, H, T, D) -> transpose (B, T, H, D) -> reshape (B, T, C) -> out_proj
+//   (B, H, T, D) -> (B, T, C) -> out_proj
 AttentionResult LinearAttention::attend(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
                                         bool need_weights, const PositionalEncoding* positions) const {
   (void)need_weights;  // there is no (T, T) matrix to return: weights stay undefined
@@ -108,25 +97,17 @@ AttentionResult LinearAttention::attend(const Tensor& x, const Tensor& attn_mask
   if (positions && positions->acts_in_attention())
     throw ValueError("LinearAttention: a positional encoding that acts inside attention (rotating q and k, or a "
                      "bias on the scores) is not supported: use learned or sinusoidal positions");
-  const int64_t C = options_.d_model, H = options_.n_heads, D = head_dim();
-  if (x.dim() != 3 || x.size(-1) != C)
-    throw ShapeError(cat("LinearAttention: x ", x.shape(), " must be (B, T, C) with C = d_model = ", C));
-  const int64_t B = x.size(0), T = x.size(1);
+  if (x.dim() != 3 || x.size(-1) != d_model_)
+    throw ShapeError(cat("LinearAttention: x ", x.shape(), " must be (B, T, C) with C = d_model = ", d_model_));
+  const int64_t T = x.size(1);
   if (attn_mask.defined() && !is_causal_mask(attn_mask, T))
     throw ValueError(cat("LinearAttention: attn_mask ", attn_mask.shape(),
                          " is not supported: linear attention sums over the keys with running sums, which gives "
                          "the causal mask (bool (T, T), true above the diagonal) and no other pattern"));
-  if (key_padding_mask.defined() &&
-      (key_padding_mask.dim() != 2 || key_padding_mask.size(0) != B || key_padding_mask.size(1) != T))
-    throw ShapeError(cat("LinearAttention: key_padding_mask ", key_padding_mask.shape(), " must be (B, T) = [", B,
-                         ",", T, "]"));
-  const std::vector<Tensor> qkv = split(linear(x, in_proj_weight, in_proj_bias), C, -1);
-  auto split_heads = [&](const Tensor& t) { return transpose(reshape(t, {B, T, H, D}), 1, 2); };
-  const Tensor heads =
-      linear_attention(split_heads(qkv[0]), split_heads(qkv[1]), split_heads(qkv[2]), key_padding_mask, options_.eps,
-                       attn_mask.defined());
-  const Tensor merged = reshape(transpose(heads, 1, 2), {B, T, C});
-  return {out_proj_->forward(merged), Tensor{}};
+  check_key_padding(key_padding_mask, x.size(0), T);
+  const auto [q, k, v] = split_packed(project_packed(x));
+  const bool causal = options_.causal || attn_mask.defined();
+  return {merge_heads(linear_attention(q, k, v, key_padding_mask, options_.eps, causal)), Tensor{}};
 }
 
 namespace {
@@ -142,23 +123,27 @@ const bool registered = [] {
                "causal by running sums",
        .make = [](const EncoderLayerOptions& o, Generator& init,
                   std::shared_ptr<Generator>) -> std::unique_ptr<SelfAttention> {
-         if (o.temperature != 1.0)  // validate() refuses it by name first; a layer built by hand lands here
-           throw ValueError(cat("linear attention: temperature = ", o.temperature,
-                                " has no meaning here (it divides softmax scores, which linear attention never forms)"));
-         return std::make_unique<LinearAttention>(LinearAttentionOptions{o.d_model, o.n_heads}, init);
+         const VariantSettings settings = settings_of<AttentionKind>(o.settings, "linear");
+         return std::make_unique<LinearAttention>(
+             LinearAttentionOptions{.d_model = o.d_model, .n_heads = o.n_heads, .eps = settings.real("eps"),
+                                    .causal = settings.flag("causal")},
+             init);
        },
-       // in_proj 3C·C + 3C, out_proj C·C + C: the softmax component's count
-       .parameter_count = [](const EncoderLayerOptions& o) { return 4 * o.d_model * o.d_model + 4 * o.d_model; },
+       // the softmax component's parameters, under the same names
+       .parameter_count = [](const EncoderLayerOptions& o) { return QkvAttention::projection_parameters(o.d_model); },
        .refuses = [](const ClassifierOptions& o) -> std::optional<Refusal> {
          if (component<PositionalKind>(o.positional).acts_in_attention)
            return Refusal{{{"attention", "linear"}, {"positional", o.positional}},
                           "linear attention forms no (T, T) scores for this encoding to rotate or bias: use learned "
                           "or sinusoidal positions, or softmax attention"};
-         if (o.temperature != 1.0)
-           return Refusal{{{"attention", "linear"}, {"temperature", cat(o.temperature)}},
-                          "the temperature divides softmax scores, which linear attention never forms"};
          return std::nullopt;
-       }});
+       },
+       // No temperature: it divides softmax scores, which linear attention never forms.
+       .settings = {causal_setting(),
+                    {.name = "eps", .type = SettingType::real, .default_value = 1e-6, .min = 0, .min_open = true,
+                     .help = "added to the normaliser phi(q) sum phi(k), so that a query whose keys are all padding "
+                             "gives 0, not 0/0",
+                     .flag = "--attention-eps"}}});
   register_gradchecks({
       // eps 0 in the op cases: the quotient is checked exactly as written (every key is kept, z > 0).
       op_case("nn/linear_attention/op", {{{2, 2, 4, 3}}, {{2, 2, 5, 3}}, {{2, 2, 5, 2}}},

@@ -14,6 +14,7 @@
 #include "nn/components.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/qkv_attention.h"
 
 namespace tapegrad::nn {
 
@@ -30,15 +31,16 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
                         double eps = 1e-6, bool causal = false);
 
 struct LinearAttentionOptions {
-  int64_t d_model;    // C
-  int64_t n_heads;    // H: must divide d_model
-  bool bias = true;   // in_proj_bias and out_proj.bias
-  double eps = 1e-6;  // added to the normaliser (the reference implementation's value)
+  int64_t d_model;      // C
+  int64_t n_heads;      // H: must divide d_model
+  bool bias = true;     // in_proj_bias and out_proj.bias
+  double eps = 1e-6;    // added to the normaliser (the reference implementation's value); >= 0
+  bool causal = false;  // attend() sums over keys j <= i only, by running sums (GPT-style)
 };
 
 /// Multi-head self-attention with linear_attention in place of softmax attention. There are no attention
 /// probabilities, hence no attention dropout and no weights to return.
-class LinearAttention : public SelfAttention {
+class LinearAttention : public QkvAttention {
  public:
   /// Parameters and initialisation as MultiHeadAttention: in_proj_weight [3C, C] ~ xavier_uniform,
   /// in_proj_bias [3C] = 0, out_proj = Linear(C, C) with its bias zeroed. d_model % n_heads != 0 is a
@@ -46,9 +48,9 @@ class LinearAttention : public SelfAttention {
   LinearAttention(const LinearAttentionOptions& options, Generator& gen);
 
   /// Self-attention of x. key_padding_mask: bool (B, T), true = pad, or undefined. attn_mask: undefined,
-  /// or exactly the causal mask (bool (T, T), true above the diagonal), computed with running sums; any
-  /// other mask is a ValueError (an arbitrary pattern has no O(T) form). With need_weights the weights are
-  /// still undefined: there is no (T, T) matrix.
+  /// or exactly the causal mask (bool (T, T), true above the diagonal), computed with running sums as with
+  /// options.causal; any other mask is a ValueError (an arbitrary pattern has no O(T) form). With
+  /// need_weights the weights are still undefined: there is no (T, T) matrix.
   ///   x: (B, T, C) -> output (B, T, C)
   /// positions that act inside attention (rope, alibi) are a ValueError: their hooks are defined on
   /// softmax scores, which linear attention never forms.
@@ -56,16 +58,9 @@ class LinearAttention : public SelfAttention {
                          const PositionalEncoding* positions = nullptr) const override;
 
   const LinearAttentionOptions& options() const { return options_; }
-  /// D = C / H.
-  int64_t head_dim() const { return options_.d_model / options_.n_heads; }
-  const Linear& out_proj() const { return *out_proj_; }
-
-  Tensor in_proj_weight;  // [3C, C]: rows [0, C) project queries, [C, 2C) keys, [2C, 3C) values
-  Tensor in_proj_bias;    // [3C]; undefined without bias
 
  private:
   LinearAttentionOptions options_;
-  Linear* out_proj_;  // owned by the children list
 };
 
 }  // namespace tapegrad::nn

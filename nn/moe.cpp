@@ -209,18 +209,32 @@ GradcheckCase moe_case(const std::string& name, int64_t experts, int64_t top_k, 
 const bool registered = [] {
   register_component<FeedForwardKind>(
       {.name = "moe",
-       .help = "mixture of --experts dense blocks (width d_ff); a softmax gate sends each token to its --top-k "
-               "best, weighted by the renormalised gates; load-balancing loss weighted by --moe-aux-weight",
+       .help = "mixture of experts dense blocks (width d_ff); a softmax gate sends each token to its top_k best, "
+               "weighted by the renormalised gates; load-balancing loss weighted by aux_weight",
        .make = [](const EncoderLayerOptions& o, Generator& init,
                   std::shared_ptr<Generator> dropout_rng) -> std::unique_ptr<FeedForwardBlock> {
+         const VariantSettings settings = settings_of<FeedForwardKind>(o.settings, "moe");
          return std::make_unique<MixtureOfExperts>(
-             MixtureOfExpertsOptions{FeedForwardOptions{o.d_model, o.d_ff, o.activation, o.dropout}, o.experts,
-                                     o.top_k, o.moe_aux_weight},
+             MixtureOfExpertsOptions{FeedForwardOptions{o.d_model, o.d_ff, o.activation, o.dropout},
+                                     settings.integer("experts"), settings.integer("top_k"),
+                                     settings.real("aux_weight")},
              init, std::move(dropout_rng));
        },
        // E dense blocks (2CF + F + C each) and the gate (C·E + E)
        .parameter_count = [](const EncoderLayerOptions& o) {
-         return o.experts * (2 * o.d_model * o.d_ff + o.d_ff + o.d_model) + o.d_model * o.experts + o.experts;
+         const int64_t E = settings_of<FeedForwardKind>(o.settings, "moe").integer("experts");
+         return E * (2 * o.d_model * o.d_ff + o.d_ff + o.d_model) + o.d_model * E + E;
+       },
+       .settings = {
+           // 1024 experts is far beyond any model trained here, and keeps E·(2CF + F + C) within int64.
+           {.name = "experts", .type = SettingType::integer, .default_value = int64_t{4}, .min = 1, .max = 1024,
+            .help = "experts per layer", .old_key = "experts"},
+           {.name = "top_k", .type = SettingType::integer, .default_value = int64_t{2}, .min = 1,
+            .max_setting = "experts", .help = "experts each token goes through", .old_key = "top_k"},
+           // Training-only: it weighs a loss, and changes neither a weight nor what the model computes.
+           {.name = "aux_weight", .type = SettingType::real, .default_value = 0.01, .min = 0,
+            .help = "weight of the load-balancing loss", .flag = "--moe-aux-weight", .changes_model = false,
+            .old_key = "moe_aux_weight"},
        }});
   // Seeds chosen so that (besides the routing margin the run checks) every relu pre-activation is at least
   // 0.008 from the kink.

@@ -14,7 +14,7 @@
 //   f_e = |{(n, j): the j-th choice of token n is e}| / (k · N')     fraction of routed slots (constant)
 //   P_e = Σ_n p[n, e] / N'                                           mean gate probability (differentiable)
 //   aux = E · Σ_e f_e · P_e          (1 when routing is uniform; it grows as tokens crowd onto few experts)
-// over the N' tokens that are not padding. auxiliary_loss() returns moe_aux_weight · aux of the last forward.
+// over the N' tokens that are not padding. auxiliary_loss() returns aux_loss_weight · aux of the last forward (the ffn setting "aux_weight", --moe-aux-weight).
 // Children: "gate" (Linear C -> E, with bias), "experts" ("experts.0.linear1.weight", ...).
 // Letters: B batch, T positions, C = d_model, F = d_ff, E experts, k = top_k.
 #include <cstdint>

@@ -54,8 +54,9 @@ namespace {
 /// Settings under which the <cls> vector, put first, can never depend on the text, so the classifier would
 /// predict the same for every input (measured: 50.55% on the order task with --causal): refused by name.
 std::optional<Refusal> refuses_cls_pooling(const ClassifierOptions& o) {
-  if (o.causal)
-    return Refusal{{{"pool", "cls"}, {"causal", ""}},
+  if (const VariantSettings attention = chosen_settings<AttentionKind>(o);
+      attention.declares("causal") && attention.flag("causal"))
+    return Refusal{{{"pool", "cls"}, {"attention.causal", ""}},
                    "under the causal mask the <cls> token, put first, attends only to itself, so the pooled vector "
                    "is the same for every text: pool by the mean instead, or drop the causal mask"};
   if (o.n_layers == 0)

@@ -79,8 +79,8 @@ GradcheckCase classifier_with_rope() {
       [](Generator& init) {
         ClassifierOptions o = micro_classifier();
         o.positional = "rope";
-        o.causal = true;
-        o.temperature = 0.7;
+        o.settings.set("attention", "causal", true);
+        o.settings.set("attention", "temperature", 0.7);
         return std::make_unique<SequenceClassifier>(o, init, nullptr);
       },
       {},

@@ -41,7 +41,9 @@ def read_safetensors(path):  # u64 header length, JSON header, raw little-endian
 class Classifier(nn.Module):  # the module whose state model.safetensors holds
     def __init__(self, c):
         super().__init__()
-        d, L, eps = c["d_model"], c["context_length"], c["layer_norm_eps"]
+        d, L = c["d_model"], c["context_length"]
+        # the norm's eps: under "settings" since the components declare their settings; older files: a key
+        eps = c["settings"]["norm"]["eps"] if "settings" in c else c.get("layer_norm_eps", 1e-5)
         self.c = c
         self.embed = nn.Embedding(c["vocab_size"], d, padding_idx=None if c["pad_id"] < 0 else c["pad_id"])
         if c["positional"] == "learned":

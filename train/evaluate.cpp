@@ -31,7 +31,9 @@ std::string overflow_cause(const nn::SequenceClassifier& model) {
     }
   }
   std::string cause = cat("from finite weights of norm ", std::sqrt(squares), " (largest |w| ", largest, " in '", where, "')");
-  if (model.options().temperature != 1.0) cause += cat(" and attention temperature ", model.options().temperature);
+  if (const nn::VariantSettings attention = nn::chosen_settings<nn::AttentionKind>(model.options());
+      attention.declares("temperature") && attention.real("temperature") != 1.0)
+    cause += cat(" and attention temperature ", attention.real("temperature"));
   return cat(cause, ": the ", dtype_name(dtype), " forward overflows");
 }
 

@@ -39,14 +39,16 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   require(std::isfinite(o.clip_grad) && o.clip_grad >= 0, "clip_grad", "a finite number >= 0 (0: off)", o.clip_grad);
   require(o.target_acc >= 0 && o.target_acc <= 1, "target_acc", "a fraction in [0, 1] (0: never stop early)", o.target_acc);
   require(o.model.dropout >= 0 && o.model.dropout < 1, "model.dropout", "in [0, 1)", o.model.dropout);
-  require(std::isfinite(o.model.moe_aux_weight) && o.model.moe_aux_weight >= 0, "model.moe_aux_weight",
-          "a finite number >= 0", o.model.moe_aux_weight);
   // The attention multiplies its scores by 1/temperature: past float32's range every score is infinite and
-  // every output NaN (the same rule eval and predict apply to a checkpoint's config.json).
-  require(std::isfinite(o.model.temperature) && o.model.temperature > 0 &&
-              1.0 / o.model.temperature <= std::numeric_limits<float>::max(),
-          "model.temperature", "a finite number > 0 whose reciprocal float32 holds (at least about 2.9e-39)",
-          o.model.temperature);
+  // every output NaN (the same rule eval and predict apply to a checkpoint's config.json). The other ranges of
+  // the components' settings are their declarations', checked by nn::validate below.
+  if (const nn::SettingValue* t = o.model.settings.find("attention", "temperature");
+      t != nullptr && std::holds_alternative<double>(*t)) {
+    const double temperature = std::get<double>(*t);
+    require(std::isfinite(temperature) && temperature > 0 && 1.0 / temperature <= std::numeric_limits<float>::max(),
+            "model.attention.temperature",
+            "a finite number > 0 whose reciprocal float32 holds (at least about 2.9e-39)", temperature);
+  }
   require(o.batch_size > 0, "batch_size", "positive", o.batch_size);
   require(o.steps >= 0, "steps", "positive", o.steps);
   require(o.epochs >= 0, "epochs", "positive", o.epochs);
@@ -129,17 +131,21 @@ TrainOptions train_options_from_json(const json& j, const std::string& path) {
   // Strict as config.json is (strict_json.h): trainer.json decides how a resumed run goes on, so a value
   // of the wrong type or a misspelt key must not be converted or ignored. Keys that came later are
   // optional: log_every, overwrite, valid_size, and the model's (model_keys_added_later).
-  static const std::set<std::string> added_later = [] {
-    std::set<std::string> keys = model_keys_added_later();
-    keys.insert({"log_every", "overwrite", "valid_size"});
-    return keys;
-  }();
-  static const json example = TrainOptions();
-  const json checked = checked_like(j, example, path, "options.", added_later);
+  // The model is read as config.json is (model_options_from_json: its settings, older keys, validated).
+  static const std::set<std::string> added_later = {"log_every", "overwrite", "valid_size"};
+  json example = TrainOptions(), rest = j;
+  example.erase("model");
+  if (j.is_object()) {  // otherwise checked_like names what it is
+    if (!j.contains("model")) throw IOError(cat(path, ": 'options.model' is missing"));
+    rest.erase("model");
+  }
+  json checked = checked_like(rest, example, path, "options.", added_later);
   if (const int64_t threads = checked.at("threads").get<int64_t>(); threads < 0 || threads > kMaxThreads)
     throw IOError(cat(path, ": 'options.threads' = ", threads, " is outside [0, ", kMaxThreads, "]"));
+  const nn::ClassifierOptions model = model_options_from_json(j.at("model"), path, "options.model.");
+  checked["model"] = model_config_json(model);
   TrainOptions o = checked.get<TrainOptions>();
-  o.model = model_options_from_json(checked.at("model"), path, "options.model.");  // validated as config.json is
+  o.model = model;
   // Runs from before --log-every wrote rows only at validations; resumed, they go on doing so.
   if (!j.contains("log_every")) o.log_every = o.eval_every;
   return o;

@@ -73,7 +73,7 @@ void set_up_new_run(Run& run, const TrainOptions& options, const ModelBuilder& b
     // from_pretrained(..., hidden_dropout_prob=...) does); config.json records them.
     run.options.model = init->options;
     run.options.model.dropout = options.model.dropout;
-    run.options.model.moe_aux_weight = options.model.moe_aux_weight;
+    nn::take_training_settings(run.options.model, options.model.settings);
     run.options.context_length = init->options.context_length;
   }
   run.data = load_training_data(run.options, init ? &init->vocab : nullptr);

@@ -37,7 +37,9 @@ class RMSNorm(nn.Module):  # nn.RMSNorm(d, eps) of PyTorch >= 2.4: one parameter
 def load_rmsnorm(run_dir):
     c = loader.json.load(open(f"{run_dir}/config.json"))
     assert c["norm"] == "rmsnorm", f"{run_dir} was trained with norm {c['norm']}"
-    d, eps = c["d_model"], c["layer_norm_eps"]
+    d = c["d_model"]
+    # rmsnorm's own setting eps, under the component (older checkpoints: the top-level layer_norm_eps)
+    eps = c["settings"]["norm"]["eps"] if "settings" in c else c.get("layer_norm_eps", 1e-5)
     model = loader.Classifier(c)
     # PyTorch 1.13's eval-mode fast paths run nn.LayerNorm's arithmetic on norm1/norm2's weight and bias
     # whatever those modules are; these two switches keep it on the modules' own forward.

@@ -124,13 +124,22 @@ const bool registered = [] {
         return layer;
       },
       {{"x", {2, 3, 6}}}, [](const RMSNorm& layer, const std::vector<Tensor>& in) { return layer.forward(in[0]); })});
-  // The component: `--norm rmsnorm`, "norm": "rmsnorm" in config.json.
-  nn::register_component<nn::NormKind>({.name = "rmsnorm",
-                                        .help = "RMSNorm: x / sqrt(mean(x^2) + eps) * weight (no mean, no bias)",
-                                        .make = [](int64_t dim, double eps, Generator&) -> std::unique_ptr<nn::Norm> {
-                                          return std::make_unique<RMSNorm>(dim, eps);
-                                        },
-                                        .parameter_count = [](int64_t dim) { return dim; }});
+  // The component: `--norm rmsnorm`, "norm": "rmsnorm" in config.json, with its setting eps: the flag
+  // --norm-eps (layernorm declares an eps too, and one flag serves whichever norm is chosen), the key
+  // "settings": {"norm": {"eps": ...}} in config.json, its range checked before any work, its line in --help.
+  nn::register_component<nn::NormKind>(
+      {.name = "rmsnorm",
+       .help = "RMSNorm: x / sqrt(mean(x^2) + eps) * weight (no mean, no bias)",
+       .make = [](int64_t dim, const nn::VariantSettings& settings, Generator&) -> std::unique_ptr<nn::Norm> {
+         return std::make_unique<RMSNorm>(dim, settings.real("eps"));
+       },
+       .parameter_count = [](int64_t dim, const nn::VariantSettings&) { return dim; },
+       .settings = {{.name = "eps",
+                     .type = nn::SettingType::real,
+                     .default_value = 1e-5,
+                     .min = 0,
+                     .min_open = true,
+                     .help = "added to mean(x^2) under the square root"}}});
   return true;
 }();
 

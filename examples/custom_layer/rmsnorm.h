@@ -1,8 +1,9 @@
 #pragma once
 // RMSNorm (Zhang & Sennrich 2019), a layer tapegrad does not ship, added from outside the library the way
 // any user adds one: an op with its hand-derived backward (rms_norm), a module (RMSNorm, an nn::Norm) and
-// its registration as the norm component "rmsnorm", all in rmsnorm.cpp. No file of tapegrad changes; a
-// program that links rmsnorm.cpp can train, resume, evaluate and predict with `--norm rmsnorm`.
+// its registration as the norm component "rmsnorm" with its setting eps, all in rmsnorm.cpp. No file of
+// tapegrad changes; a program that links rmsnorm.cpp can train, resume, evaluate and predict with
+// `--norm rmsnorm --norm-eps 1e-4`.
 // Letters: C the normalised (last) dim.
 #include <cstdint>
 
@@ -22,6 +23,8 @@ class RMSNorm : public tapegrad::nn::Norm {
   RMSNorm(int64_t dim, double eps);
   /// rms_norm(x, weight, eps).   x: (..., dim) -> (..., dim)
   tapegrad::Tensor forward(const tapegrad::Tensor& x) const override;
+  /// The eps it was built with: its setting "eps" (--norm-eps), 1e-5 unless given.
+  double eps() const { return eps_; }
 
   tapegrad::Tensor weight;  // [dim], starts at 1
 

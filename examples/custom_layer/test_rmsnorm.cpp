@@ -84,3 +84,26 @@ TEST_CASE("rmsnorm: the registered component builds into the classifier and pass
   for (const std::string& problem : nn::component_problems()) problems += problem + "\n";
   CHECK(problems == "");
 }
+
+TEST_CASE("rmsnorm: its setting eps reaches every norm of the model, and validate checks it by its declaration") {
+  nn::ClassifierOptions o = nn::micro_classifier();
+  o.norm = "rmsnorm";
+  o.final_norm = true;
+  const auto eps_of_every_norm = [](const nn::ClassifierOptions& options) {
+    Generator init(3);
+    const nn::SequenceClassifier model(options, init, nullptr);
+    std::vector<double> eps;
+    for (size_t i = 0; i < model.encoder().n_layers(); ++i)
+      for (const nn::Norm* norm : {&model.encoder().layer(i).norm1(), &model.encoder().layer(i).norm2()})
+        eps.push_back(dynamic_cast<const custom::RMSNorm&>(*norm).eps());
+    eps.push_back(dynamic_cast<const custom::RMSNorm&>(*model.encoder().norm()).eps());
+    return eps;
+  };
+  CHECK(eps_of_every_norm(o) == std::vector<double>(5, 1e-5));  // the declared default
+  o.settings.set("norm", "eps", 1e-3);
+  CHECK(eps_of_every_norm(o) == std::vector<double>(5, 1e-3));
+  o.settings.set("norm", "eps", 0.0);
+  CHECK_THROWS_WITH(nn::validate(o), Catch::Contains("norm.eps must be a finite number > 0, got 0"));
+  // One declaration, shared with layernorm's: one flag for both.
+  CHECK(nn::setting_flag("norm.eps") == "--norm-eps");
+}

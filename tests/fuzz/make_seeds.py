@@ -57,6 +57,15 @@ put("config", "near_float_d_model", json.dumps(dict(config, d_model=4.0)))
 put("config", "near_unknown_key", json.dumps(dict(config, d_modle=4)))
 put("config", "near_huge_vocab", json.dumps(dict(config, vocab_size=1 << 60)))
 put("config", "compact", json.dumps(config, separators=(",", ":")))
+# The settings layout with every built-in kind that declares some (the checkpoint above may be older, with
+# the settings as top-level keys: both layouts are seeds).
+put("config", "settings_moe", json.dumps({
+    "activation": "relu", "attention": "softmax", "context_length": 4, "d_ff": 4, "d_model": 4, "dropout": 0.0,
+    "ffn": "moe", "final_norm": False, "n_heads": 2, "n_layers": 1, "norm": "layernorm", "norm_first": False,
+    "num_classes": 4, "pad_id": 0, "pool": "mean", "positional": "learned",
+    "settings": {"attention": {"causal": True, "temperature": 1.0}, "ffn": {"aux_weight": 0.01, "experts": 3, "top_k": 2},
+                 "norm": {"eps": 1e-05}},
+    "vocab_size": 7}, separators=(",", ":")) + "\n")
 
 put("tsv", "plain", "pos\tgood film\nneg\tbad film\n")
 put("tsv", "bom_crlf_blank", "\ufeffpos\tgood film\r\n\r\n  \nneg\tbad\tfilm\r\n")

@@ -72,7 +72,7 @@ TEST_CASE("nn: the alibi component has no parameters, and its gradient check pas
   const Tensor logits = model.forward(ids({1, 2, 3, 5}, {1, 4}));
   CHECK(max_abs_diff(logits, model.forward(ids({2, 1, 3, 5}, {1, 4}))) > 1e-5);
   CHECK(max_abs_diff(logits, model.forward(ids({5, 3, 2, 1}, {1, 4}))) < 1e-6);
-  o.causal = true;
+  o.settings.set("attention", "causal", true);
   Generator init_causal(2);
   const SequenceClassifier causal(o, init_causal, nullptr);
   CHECK(max_abs_diff(causal.forward(ids({1, 2, 3, 5}, {1, 4})), causal.forward(ids({5, 3, 2, 1}, {1, 4}))) > 1e-5);

@@ -16,8 +16,8 @@ namespace {
 
 SequenceClassifier micro_model(bool causal, double temperature = 1.0, uint64_t seed = 9) {
   ClassifierOptions o = micro_classifier();
-  o.causal = causal;
-  o.temperature = temperature;
+  o.settings.set("attention", "causal", causal);
+  o.settings.set("attention", "temperature", temperature);
   Generator init(seed);
   return SequenceClassifier(o, init, nullptr);
 }
@@ -43,7 +43,7 @@ TEST_CASE("nn: with causal attention, position t of the encoder output ignores l
 TEST_CASE("nn: the causal option combines with a given bool or float mask") {
   Generator gen(4);
   EncoderLayerOptions o{4, 2, 6, 0.0};
-  o.causal = true;
+  o.settings.set("attention", "causal", true);
   const TransformerEncoderLayer causal(o, gen, nullptr);
   const Tensor x = randn({2, 4, 4}, gen);
   const Tensor plain = causal.forward(x);
@@ -88,7 +88,7 @@ TEST_CASE("nn: a large temperature makes the attention weights uniform, and τ =
 TEST_CASE("nn: temperature must be finite and positive") {
   ClassifierOptions o = micro_classifier();
   for (const double bad : {0.0, -1.0, double(INFINITY), double(NAN)}) {
-    o.temperature = bad;
+    o.settings.set("attention", "temperature", bad);
     CHECK_THROWS_AS(validate(o), ValueError);
     Generator gen(0);
     CHECK_THROWS_AS(MultiHeadAttention({4, 2, true, 0.0, bad}, gen, nullptr), ValueError);

@@ -39,10 +39,10 @@ class MiscountedNorm : public Norm {
 const bool registered = [] {
   register_component<NormKind>({.name = "test-scale",
                                 .help = "x ⊙ gain (a test's own norm)",
-                                .make = [](int64_t dim, double, Generator&) -> std::unique_ptr<Norm> {
+                                .make = [](int64_t dim, const VariantSettings&, Generator&) -> std::unique_ptr<Norm> {
                                   return std::make_unique<ScaleNorm>(dim);
                                 },
-                                .parameter_count = [](int64_t dim) { return dim; }});
+                                .parameter_count = [](int64_t dim, const VariantSettings&) { return dim; }});
   register_gradchecks({module_case<ScaleNorm>(
       "test/scale_norm", [](Generator&) { return std::make_unique<ScaleNorm>(3); }, {{"x", {2, 3}}},
       [](const ScaleNorm& norm, const std::vector<Tensor>& in) { return norm.forward(in[0]); })});
@@ -135,10 +135,10 @@ TEST_CASE("components: component_problems names a miscounted variant and one who
   static const bool added =
       register_component<NormKind>({.name = "test-miscounted",
                                     .help = "a norm whose parameter_count is wrong and which has no gradcheck case",
-                                    .make = [](int64_t dim, double, Generator&) -> std::unique_ptr<Norm> {
+                                    .make = [](int64_t dim, const VariantSettings&, Generator&) -> std::unique_ptr<Norm> {
                                       return std::make_unique<MiscountedNorm>(dim);
                                     },
-                                    .parameter_count = [](int64_t dim) { return dim - 1; }});
+                                    .parameter_count = [](int64_t dim, const VariantSettings&) { return dim - 1; }});
   REQUIRE(added);
   std::vector<std::string> about;
   for (const std::string& problem : component_problems())
@@ -147,4 +147,86 @@ TEST_CASE("components: component_problems names a miscounted variant and one who
   // The micro model has 5 norms (2 layers of 2, and the final one) of 4 gains each, counted as 3.
   CHECK(about[0] == "norm 'test-miscounted': parameter_count says 358 parameters, the built model has 363");
   CHECK_THAT(about[1], Catch::Matchers::Contains("MiscountedNorm holds parameters but has no gradcheck case"));
+}
+
+namespace {
+
+/// A norm registration with these settings (never built: the declarations are what is checked).
+NormKind::Entry norm_declaring(const std::string& name, std::vector<SettingSpec> settings) {
+  return {.name = name,
+          .help = "a test's declaration",
+          .make = [](int64_t dim, const VariantSettings&, Generator&) -> std::unique_ptr<Norm> {
+            return std::make_unique<ScaleNorm>(dim);
+          },
+          .parameter_count = [](int64_t dim, const VariantSettings&) { return dim; },
+          .settings = std::move(settings)};
+}
+
+SettingSpec real_setting(std::string name, double value, double min = 0) {
+  return {.name = std::move(name), .type = SettingType::real, .default_value = value, .min = min, .min_open = true};
+}
+
+}  // namespace
+
+TEST_CASE("components: register_component refuses a bad settings declaration, naming the variant and the setting") {
+  const std::pair<std::vector<SettingSpec>, std::string> cases[] = {
+      {{real_setting("gain", 1.0), real_setting("gain", 2.0)}, "norm 'test-bad': setting 'gain' is declared twice"},
+      {{real_setting("gain", -1.0)}, "norm 'test-bad': setting 'gain': default -1 is outside (0, inf)"},
+      {{real_setting("", 1.0)}, "setting '' needs a name of lower-case letters, digits and '_'"},
+      {{real_setting("Gain", 1.0)}, "setting 'Gain' needs a name"},
+      {{{.name = "gain", .type = SettingType::integer, .default_value = 1.0}},
+       "setting 'gain' is integer but its default 1 is not"},
+      {{{.name = "k", .type = SettingType::integer, .default_value = int64_t{2}, .max_setting = "n"}},
+       "setting 'k': max_setting 'n' is not an integer setting of test-bad"},
+      {{{.name = "n", .type = SettingType::integer, .default_value = int64_t{1}},
+        {.name = "k", .type = SettingType::integer, .default_value = int64_t{2}, .max_setting = "n"}},
+       "setting 'k': default 2 is above n's default 1"},
+      {{{.name = "gain", .type = SettingType::real, .default_value = 1.0, .flag = "gain"}},
+       "setting 'gain': flag 'gain' must start with --"},
+      // moe's flag, and layernorm's eps declared with another type or flag than layernorm's.
+      {{{.name = "gain", .type = SettingType::real, .default_value = 1.0, .flag = "--top-k"}},
+       "setting 'gain': flag --top-k is ffn.top_k's"},
+      {{{.name = "gain", .type = SettingType::real, .default_value = 1.0, .old_key = "top_k"}},
+       "setting 'gain': old_key 'top_k' is ffn.top_k's"},
+      {{{.name = "eps", .type = SettingType::integer, .default_value = int64_t{1}}},
+       "setting 'eps' differs in type, flag, changes_model or old_key from norm 'layernorm''s"},
+      {{real_setting("eps", 1e-6, 0)}, ""},  // the same setting as layernorm's: accepted, --norm-eps inherited
+  };
+  int i = 0;
+  for (const auto& [settings, message] : cases) {
+    INFO(message);
+    const std::string name = message.empty() ? "test-shares-eps" : "test-bad";
+    if (message.empty()) {
+      CHECK(register_component<NormKind>(norm_declaring(name, settings)));
+      CHECK(component<NormKind>(name).settings[0].flag == "--norm-eps");
+      CHECK(component<NormKind>(name).settings[0].old_key == "layer_norm_eps");  // an older file's key maps here too
+      const std::vector<DeclaredSetting> declared = declared_settings();
+      const auto eps = std::find_if(declared.begin(), declared.end(),
+                                    [](const DeclaredSetting& d) { return d.kind == "norm" && d.spec.name == "eps"; });
+      REQUIRE(eps != declared.end());
+      CHECK(eps->variants == std::vector<std::string>{"layernorm", name});
+    } else {
+      CHECK_THROWS_WITH(register_component<NormKind>(norm_declaring(name, settings)), Catch::Contains(message));
+      CHECK_THROWS_AS(component<NormKind>(name), ValueError);  // nothing of a refused declaration is registered
+    }
+    ++i;
+  }
+  CHECK(i == 12);
+}
+
+TEST_CASE("components: a variant reads its settings typed, the default when none is given, and names a misread one") {
+  ComponentSettings given;
+  const VariantSettings moe = settings_of<FeedForwardKind>(given, "moe");
+  CHECK(moe.integer("top_k") == 2);
+  CHECK(moe.real("aux_weight") == 0.01);
+  given.set("ffn", "top_k", int64_t{1});
+  CHECK(moe.integer("top_k") == 1);
+  CHECK_THROWS_WITH(moe.integer("topk"), "ffn 'moe' declares no setting 'topk'");
+  CHECK_THROWS_WITH(moe.real("top_k"), "ffn 'moe': setting 'top_k' is declared integer, read as real");
+  CHECK(setting_flag("ffn.aux_weight") == "--moe-aux-weight");
+  CHECK(setting_flag("ffn.gain") == "");
+  ClassifierOptions o = micro_classifier();
+  o.ffn = "moe";
+  o.settings = given;
+  CHECK(layer_options(o).settings == given);  // the layers read the same settings
 }

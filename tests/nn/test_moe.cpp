@@ -51,7 +51,8 @@ TEST_CASE("moe: parameter names, shapes and count") {
   // 3 experts of 2·4·6 + 6 + 4 = 58, and the gate 4·3 + 3
   CHECK(moe.parameter_count() == 3 * 58 + 15);
   EncoderLayerOptions layer{4, 2, 6};
-  layer.experts = 3;
+  layer.ffn = "moe";
+  layer.settings.set("ffn", "experts", int64_t{3});
   CHECK(component<FeedForwardKind>("moe").parameter_count(layer) == 3 * 58 + 15);
   std::string problems;
   // Only moe's: test_components registers a deliberately broken norm that the whole run also sees.
@@ -189,14 +190,20 @@ TEST_CASE("moe: options out of range are refused by name") {
   CHECK_THROWS_WITH(MixtureOfExperts(small_moe(0, 1), gen, nullptr), Catch::Contains("experts"));
   ClassifierOptions o = micro_classifier();
   o.ffn = "moe";
-  o.top_k = 5;
-  CHECK_THROWS_WITH(validate(o), Catch::Contains("top_k = 5 is outside [1, experts = 4]"));
-  o.top_k = 2;
-  o.moe_aux_weight = -1;
-  CHECK_THROWS_WITH(validate(o), Catch::Contains("moe_aux_weight"));
-  o.moe_aux_weight = 0.01;
-  o.experts = 0;
-  CHECK_THROWS_WITH(validate(o), Catch::Contains("experts = 0"));
+  o.settings.set("ffn", "top_k", int64_t{5});
+  CHECK_THROWS_WITH(validate(o), Catch::Contains("ffn.top_k = 5 is outside [1, ffn.experts = 4]"));
+  o.settings.set("ffn", "top_k", int64_t{2});
+  o.settings.set("ffn", "aux_weight", -1.0);
+  CHECK_THROWS_WITH(validate(o), Catch::Contains("ffn.aux_weight must be a finite number >= 0, got -1"));
+  o.settings.set("ffn", "aux_weight", 0.01);
+  o.settings.set("ffn", "experts", int64_t{0});
+  CHECK_THROWS_WITH(validate(o), Catch::Contains("ffn.experts = 0 is outside [1, 1024]"));
+  // A setting of a variant not chosen, and one of the wrong type, are refused by name too.
+  ClassifierOptions dense = micro_classifier();
+  dense.settings.set("ffn", "top_k", int64_t{1});
+  CHECK_THROWS_WITH(validate(dense), Catch::Contains("ffn.top_k applies to ffn = moe only, not ffn = dense"));
+  o.settings.set("ffn", "experts", 4.0);
+  CHECK_THROWS_WITH(validate(o), Catch::Contains("ffn.experts = 4 must be of type integer"));
 }
 
 TEST_CASE("moe: the classifier sums its layers' weighted auxiliary losses, and a dense one has none") {
@@ -207,9 +214,9 @@ TEST_CASE("moe: the classifier sums its layers' weighted auxiliary losses, and a
   CHECK_FALSE(dense.auxiliary_loss().defined());
 
   o.ffn = "moe";
-  o.experts = 3;
-  o.top_k = 1;
-  o.moe_aux_weight = 0.25;
+  o.settings.set("ffn", "experts", int64_t{3});
+  o.settings.set("ffn", "top_k", int64_t{1});
+  o.settings.set("ffn", "aux_weight", 0.25);
   const SequenceClassifier moe(o, gen, nullptr);
   CHECK_FALSE(moe.auxiliary_loss().defined());  // before any forward
   const Tensor logits = moe.forward(ids({1, 2, 3, 0, 4, 5, 0, 0}, {2, 4}), mask({0, 0, 0, 1, 0, 0, 1, 1}, {2, 4}));

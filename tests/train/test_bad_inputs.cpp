@@ -82,10 +82,17 @@ std::vector<BadInput> flags_without_effect(const std::string& out, const std::st
       {"--experts without --ffn moe", "train --experts 8" + out, "--experts applies to --ffn moe only, not --ffn dense"},
       {"--top-k without --ffn moe", "train --top-k 1" + out, "--top-k applies to --ffn moe only"},
       {"--moe-aux-weight without --ffn moe", "train --moe-aux-weight 0.5" + out, "--moe-aux-weight applies to --ffn moe only"},
+      {"--attention-eps without --attention linear", "train --attention-eps 1e-3" + out,
+       "--attention-eps applies to --attention linear only, not --attention softmax"},
       {"a model flag with --init", "train --init " + run + " --data " + data + " --d-model 64" + out,
        "--d-model cannot change with --init"},
       {"a flag that changes what the model computes with --init", "train --init " + run + " --data " + data +
        " --temperature 2" + out, "--temperature cannot change with --init"},
+      {"a norm's eps with --init", "train --init " + run + " --data " + data + " --norm-eps 1e-3" + out,
+       "--norm-eps cannot change with --init: the model's shape and what it computes are the checkpoint's (only the "
+       "training-only --dropout and --moe-aux-weight can)"},
+      {"a NaN load-balancing weight with --init of a dense checkpoint", "train --init " + run + " --data " + data + " --moe-aux-weight nan" + out,
+       "--moe-aux-weight applies to --ffn moe only, and the --init checkpoint"},
       {"--moe-aux-weight with --init of a checkpoint without moe", "train --init " + run + " --data " + data +
        " --moe-aux-weight 0.1" + out, "--moe-aux-weight applies to --ffn moe only, and the --init checkpoint"},
       {"--lr with --resume", "train --resume " + run + " --lr 0.1", "--lr cannot change when resuming"},
@@ -140,6 +147,15 @@ std::vector<BadInput> numbers_and_sizes(const std::string& out) {
       {"more experts per token than experts", "train --ffn moe --experts 2 --top-k 3" + out,
        "--top-k 3 is outside [1, --experts 2]"},
       {"NaN load-balancing weight", "train --ffn moe --moe-aux-weight nan" + out, "--moe-aux-weight must be a finite"},
+      // Each setting a component declares, out of its declared range, by its flag.
+      {"zero experts per token", "train --ffn moe --top-k 0" + out, "--top-k 0 is outside [1, --experts 4]"},
+      {"a negative load-balancing weight", "train --ffn moe --moe-aux-weight -1" + out,
+       "--moe-aux-weight must be a finite number >= 0, got -1"},
+      {"a zero temperature", "train --temperature 0" + out, "--temperature must be a finite number > 0"},
+      {"a zero norm eps", "train --norm-eps 0" + out, "--norm-eps must be a finite number > 0, got 0"},
+      {"an infinite norm eps", "train --norm-eps inf" + out, "--norm-eps must be a finite number > 0, got inf"},
+      {"a zero linear attention eps", "train --attention linear --attention-eps 0" + out,
+       "--attention-eps must be a finite number > 0, got 0"},
       {"bench with a negative width", "bench --d-model -5", "--d-model must be in [1, 1048576], got -5"},
       {"bench with negative threads", "bench --threads -1", "--threads must be in [0, 1024]"},
       {"bench with 5000 threads", "bench --threads 5000", "--threads must be in [0, 1024]"},

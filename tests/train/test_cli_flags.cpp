@@ -2,6 +2,9 @@
 // flags (train's from its flag table, train/cli/train_flags.h, the one list of them), and every train flag is
 // refused in each mode its row says it has no effect in, and honoured or refused on --resume as its row says.
 #include <catch2/catch.hpp>
+#include <algorithm>
+
+#include "nn/settings.h"
 #include <filesystem>
 #include <regex>
 #include <set>
@@ -75,9 +78,15 @@ TEST_CASE("train: cli the flag table has one row a flag, each with its help, and
     CHECK(!row.help.empty());
     CHECK(static_cast<bool>(row.add));
   }
-  // The five model-variant settings another part will generate from nn's declarations are marked as such.
-  CHECK(cli::flags_with(table, cli::kGenerated) ==
-        std::vector<std::string>{"--experts", "--top-k", "--moe-aux-weight", "--causal", "--temperature"});
+  // Every setting a registered component declares is a row, generated from its declaration.
+  for (const nn::DeclaredSetting& d : nn::declared_settings()) {
+    INFO(d.spec.flag);
+    const auto row = std::find_if(table.begin(), table.end(), [&](const cli::TrainFlag& r) { return r.name == d.spec.flag; });
+    REQUIRE(row != table.end());
+    CHECK(row->kind == d.kind);
+    CHECK(row->variants == d.variants);
+    CHECK(row->is(cli::kModelShape) == d.spec.changes_model);
+  }
   // A source of rows from elsewhere is appended after the table's own rows. This one gives its row only to the
   // flags of this test, so that the other tests of this process see the table the command line has.
   static const bool added = cli::add_train_flag_rows([](cli::TrainFlags& f) {
@@ -120,7 +129,11 @@ TEST_CASE("train: cli every train flag is refused in each mode its row says it h
     if (row.is(cli::kModelShape)) refused("train --init ckpt " + flag, row.name + " cannot change with --init");
     if (row.is(cli::kLayerSetting)) refused("train --layers 0 " + flag, row.name + " configures the encoder layers");
     if (row.is(cli::kFixedSet)) refused("train " + flag, row.name + " needs a fixed training set");
-    if (row.is(cli::kMoeOnly)) refused("train " + flag, row.name + " applies to --ffn moe only");
+    // A component's setting with the default variant not declaring it: "--top-k applies to --ffn moe only".
+    const std::vector<std::string>& variants = row.variants;
+    if (!row.kind.empty() &&
+        std::find(variants.begin(), variants.end(), nn::chosen_variant(nn::ClassifierOptions{}, row.kind)) == variants.end())
+      refused("train " + flag, cat(row.name, " applies to --", row.kind, " ", choices_text(variants), " only"));
     if (row.is(cli::kMomentum)) refused("train --optimizer adam " + flag, row.name + " applies to --optimizer sgd only, not adam");
     ++checked;
   }

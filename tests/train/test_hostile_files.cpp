@@ -180,6 +180,14 @@ std::string config_with(const std::string& key, const json& value) {
   return config.dump();
 }
 
+/// As an older tapegrad wrote it: no "settings", and this key (a setting's old name) at the top level.
+std::string config_without_settings_with(const std::string& key, const json& value) {
+  json config = base_config();
+  config.erase("settings");
+  config[key] = value;
+  return config.dump();
+}
+
 std::string config_without(const std::string& key) {
   json config = base_config();
   config.erase(key);
@@ -366,14 +374,20 @@ TEST_CASE("hostile files: config.json") {
       cfg("one class", config_with("num_classes", 1), "num_classes = 1 is outside [2, "),
       cfg("negative layers", config_with("n_layers", -1), "n_layers = -1 is outside [0, 65536]"),
       cfg("dropout 1", config_with("dropout", 1.0), "dropout = 1 is outside [0, 1)"),
-      cfg("zero layer_norm_eps", config_with("layer_norm_eps", 0), "layer_norm_eps = 0 must be finite and > 0"),
+      cfg("zero norm eps", config_with("settings", {{"attention", {{"causal", false}, {"temperature", 1.0}}}, {"norm", {{"eps", 0}}}}),
+          "norm.eps must be a finite number > 0, got 0"),
+      cfg("zero layer_norm_eps of an older file", config_without_settings_with("layer_norm_eps", 0),
+          "norm.eps must be a finite number > 0, got 0"),
+      cfg("setting of a variant not chosen", config_with("settings", {{"ffn", {{"top_k", 1}}}}),
+          "ffn.top_k applies to ffn = moe only, not ffn = dense"),
       cfg("pad_id outside the vocabulary", config_with("pad_id", 6), "pad_id = 6 is outside the vocabulary [0, 6)"),
       cfg("unknown activation", config_with("activation", "swish"),
           "activation = 'swish' is not registered (registered: relu or gelu)"),
       // A checkpoint of a program with its own components, opened by one without them.
       cfg("unregistered norm component", config_with("norm", "rmsnorm"),
           "norm = 'rmsnorm' is not registered (registered: layernorm)"),
-      cfg("nested value", config_with("d_model", json::array({json::array({4})})), "JSON nests deeper than 2 levels"),
+      cfg("nested value", config_with("d_model", json::array({json::array({json::array({4})})})),
+          "JSON nests deeper than 3 levels"),
   });
 }
 

@@ -34,7 +34,7 @@ std::vector<BadInput> cannot_serve() {
       {"--attention linear with --positional alibi", "--attention linear --positional alibi",
        "--attention linear with --positional alibi"},
       {"--attention linear with a temperature", "--attention linear --temperature 2",
-       "--attention linear with --temperature 2"},
+       "--temperature applies to --attention softmax only, not --attention linear"},
       {"--positional rope with an odd head width", "--positional rope --d-model 6 --heads 2",
        "--positional rope with --d-model 6 and --heads 2: each head's width"},
       {"--top-k above --experts", "--ffn moe --experts 2 --top-k 3", "--top-k 3 is outside [1, --experts 2]"},
@@ -68,9 +68,10 @@ TEST_CASE("model settings: every combination a component cannot serve is refused
 TEST_CASE("model settings: the library names the same refusals by field, and a config.json with one is refused") {
   nn::ClassifierOptions o = nn::micro_classifier();
   o.pool = "cls";
-  o.causal = true;
-  CHECK_THROWS_WITH(nn::validate(o), Catch::StartsWith("SequenceClassifier: pool = cls with causal: under the causal"));
-  o.causal = false;
+  o.settings.set("attention", "causal", true);
+  CHECK_THROWS_WITH(nn::validate(o),
+                    Catch::StartsWith("SequenceClassifier: pool = cls with attention.causal: under the causal"));
+  o.settings.erase("attention", "causal");
   o.attention = "linear";
   o.positional = "rope";
   CHECK_THROWS_WITH(nn::validate(o, "config.json"),
@@ -91,13 +92,19 @@ TEST_CASE("model settings: --init fine-tunes with its own --dropout and --moe-au
   REQUIRE(tuned.exit_code == 0);
   const json config = json::parse(read_file(dir / "tuned/config.json"));
   CHECK(config.at("dropout") == 0.2);
-  CHECK(config.at("moe_aux_weight") == 0.05);
+  CHECK(config.at("settings").at("ffn").at("aux_weight") == 0.05);
   CHECK(config.at("ffn") == "moe");  // the rest is the checkpoint's
+  // Its range, by flag, against the checkpoint's moe block; and the refusal leaves nothing behind.
+  require_one_line_error(run_cli(dir, "train --init " + quote(dir / "base/best") + " --moe-aux-weight nan --steps 10 --out " +
+                                          quote(dir / "refused")),
+                         "--moe-aux-weight must be a finite number >= 0, got nan");
+  CHECK(!fs::exists(dir / "refused"));
   const json base = json::parse(read_file(dir / "base/config.json"));
   CHECK(base.at("dropout") == 0.0);
   // Without the flags: the defaults of any run, not the checkpoint's
   REQUIRE(run_cli(dir, "train --init " + quote(dir / "tuned") + " --steps 10 --out " + quote(dir / "again")).exit_code == 0);
   CHECK(json::parse(read_file(dir / "again/config.json")).at("dropout") == 0.0);
+  CHECK(json::parse(read_file(dir / "again/config.json")).at("settings").at("ffn").at("aux_weight") == 0.01);
 }
 
 TEST_CASE("model settings: --valid-size sets a built-in task's validation set, and trainer.json without it reads 2000") {

@@ -116,8 +116,8 @@ TEST_CASE("outputs: predict and eval refuse outputs that are not finite, naming 
   TempDir dir("tapegrad_test_outputs");
   const std::string huge = checkpoint(dir, "huge"), hot = checkpoint(dir, "hot"), denormal = checkpoint(dir, "denormal");
   scale_weights(huge, 1e30);
-  set_config(hot, "temperature", 1e-300);
-  set_config(denormal, "temperature", 1e-45);
+  set_config(hot, "settings", {{"attention", {{"causal", false}, {"temperature", 1e-300}}}, {"norm", {{"eps", 1e-5}}}});
+  set_config(denormal, "settings", {{"attention", {{"causal", false}, {"temperature", 1e-45}}}, {"norm", {{"eps", 1e-5}}}});
   const std::string data = dir.file("data.tsv", "pos\ta b\nneg\tc\n");
   require_refused(dir, non_finite_rows(quote(huge), quote(hot), quote(denormal), quote(data)));
   // The same checkpoint with its weights as trained gives finite results.

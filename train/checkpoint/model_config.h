@@ -1,23 +1,27 @@
 #pragma once
-// config.json: everything needed to rebuild a classifier (nn::ClassifierOptions), component names
-// included. The keys are documented in docs/checkpoints.md. Checkpoints written before the norm,
-// attention and ffn components existed have no such keys and load with the built-in ones (layernorm,
-// softmax, dense), which is what they were trained with.
+// config.json: everything needed to rebuild a classifier (nn::ClassifierOptions), component names and their
+// settings included:
+//   {"d_model": 32, ..., "attention": "softmax", "ffn": "dense", ...,
+//    "settings": {"attention": {"causal": false, "temperature": 1.0}, "norm": {"eps": 1e-05}}}
+// "settings" holds, under each kind, every setting the chosen variant declares (nn/settings.h), with its
+// value. The keys are documented in docs/checkpoints.md. Older checkpoints load as they were trained:
+// without the norm, attention and ffn keys, with the built-in components (layernorm, softmax, dense); with
+// the settings as top-level keys (each declared with its old_key, e.g. layernorm's eps as "layer_norm_eps")
+// or without them, read onto the chosen variants' settings or their defaults.
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "nn/classifier.h"
 
 namespace tapegrad::nn {
 
-// to_json / from_json of ClassifierOptions: one list of its fields, from which config.json is written and
-// (after checked_like's strict reading) read.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ClassifierOptions, vocab_size, d_model, n_heads, d_ff, n_layers, context_length,
-                                   num_classes, dropout, norm_first, layer_norm_eps, final_norm, pad_id, positional,
-                                   attention, norm, ffn, pool, activation, causal, temperature, experts, top_k,
-                                   moe_aux_weight)
+/// config.json's object (model_config_json), for trainer.json's "model".
+void to_json(nlohmann::json& j, const ClassifierOptions& options);
+/// The strict reading of model_options_from_json, naming "config.json" in errors.
+void from_json(const nlohmann::json& j, ClassifierOptions& options);
 
 }  // namespace tapegrad::nn
 
@@ -25,6 +29,8 @@ namespace tapegrad {
 
 /// The config.json keys an older checkpoint may lack; reading one takes the default for each.
 const std::set<std::string>& model_keys_added_later();
+
+
 /// config.json of a classifier.
 nlohmann::json model_config_json(const nn::ClassifierOptions& options);
 /// The model options of a config.json object, read strictly (strict_json.h: every key present, of

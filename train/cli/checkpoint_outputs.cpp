@@ -42,7 +42,8 @@ int64_t evaluation_tokens_for(const std::string& dir, const LoadedModel& loaded)
 LoadedModel load_model_for_outputs(const std::string& dir) {
   LoadedModel loaded = load_model(dir);
   const DType dtype = model_dtype(loaded);
-  const double t = loaded.options.temperature;
+  const nn::VariantSettings attention = nn::chosen_settings<nn::AttentionKind>(loaded.options);
+  const double t = attention.declares("temperature") ? attention.real("temperature") : 1.0;
   if (1.0 / t > largest_finite(dtype))
     throw IOError(cat(dir, "/config.json: temperature = ", t, " is so small that 1/temperature overflows ",
                       dtype_name(dtype), ": every attention score would be infinite and every output NaN"));

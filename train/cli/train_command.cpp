@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "autograd/error.h"
+#include "nn/settings.h"
 #include "optim/optimizer.h"
 #include "train/cli/number_flags.h"
 #include "train/cli/train_flags.h"
@@ -38,8 +39,38 @@ void refuse_momentum(const std::vector<TrainFlag>& table, const TrainFlags& f, c
       throw ValueError(cat(name, " applies to --optimizer ", choices_text(readers), " only, not ", f.options.optimizer));
 }
 
+/// The checks of the components' settings that depend on the chosen mode, with the table's rows of them
+/// (generated from nn::declared_settings, train_flags.cpp).
+///   With --init, the training-only settings given must be the checkpoint's variants' own, in their ranges: the
+/// checkpoint's model with them is validated by flag name ("--moe-aux-weight applies to --ffn moe only, and
+/// the --init checkpoint runs/a has --ffn dense").
+void check_init_settings(const CLI::App& cmd, const TrainFlags& f) {
+  nn::ClassifierOptions model = read_model_config(f.options.init + "/config.json");
+  for (const nn::DeclaredSetting& d : nn::declared_settings()) {
+    if (d.spec.changes_model || cmd.get_option(d.spec.flag)->count() == 0) continue;
+    const std::string chosen = nn::chosen_variant(model, d.kind);
+    if (std::find(d.variants.begin(), d.variants.end(), chosen) == d.variants.end())
+      throw ValueError(cat(d.spec.flag, " applies to --", d.kind, " ", choices_text(d.variants),
+                           " only, and the --init checkpoint ", f.options.init, " has --", d.kind, " ", chosen));
+  }
+  nn::take_training_settings(model, f.options.model.settings);
+  nn::validate(model, "", [](std::string_view field) { return flag_for(cat("model.", field)); });
+}
+
+/// "--dropout and --moe-aux-weight": the model flags that change training only (no kModelShape).
+std::string training_only_flags(const std::vector<TrainFlag>& table) {
+  std::string names;
+  for (const TrainFlag& row : table)
+    if ((row.name == "--dropout" || !row.kind.empty()) && !row.is(kModelShape))
+      names += cat(names.empty() ? "" : ", ", row.name);
+  if (const size_t last = names.rfind(", "); last != std::string::npos) names.replace(last, 2, " and ");
+  return names;
+}
+
 /// A flag that would have no effect in the chosen mode is refused by name, never silently ignored. Which
-/// flags each rule covers is the table's (train_flags.h): the rows having the rule's property.
+/// flags each rule covers is the table's (train_flags.h): the rows having the rule's property. A setting of a
+/// variant not chosen is nn::validate's refusal, by flag ("--attention-eps applies to --attention linear only,
+/// not --attention softmax"); check_flag_values makes it.
 void refuse_flags_without_effect(const CLI::App& cmd, const std::vector<TrainFlag>& table, const TrainFlags& f) {
   const auto given = [&](const std::string& name) { return cmd.get_option(name)->count() > 0; };
   const auto refuse = [&](const std::vector<std::string>& names, const std::string& why) {
@@ -67,28 +98,28 @@ void refuse_flags_without_effect(const CLI::App& cmd, const std::vector<TrainFla
     refuse(with(kDataOnly), "needs --data (a built-in task has its own validation set)");
   if (given("--valid")) refuse({"--valid-fraction"}, "splits --data, but --valid gives the validation set");
   // --init takes the model from the checkpoint: what the weights' shapes are and what they compute. Flags that
-  // would change either are refused; the training-only ones (--dropout, --moe-aux-weight) change neither, so a
-  // fine-tuning run sets its own (docs/reliability.md).
-  if (given("--init"))
-    refuse(with(kModelShape), "cannot change with --init: the model's shape and what it computes are the checkpoint's "
-                              "(only the training-only --dropout and --moe-aux-weight can)");
+  // would change either are refused; the training-only ones (--dropout, and the settings declared so:
+  // --moe-aux-weight) change neither, so a fine-tuning run sets its own (docs/reliability.md).
+  if (given("--init")) {
+    refuse(with(kModelShape), cat("cannot change with --init: the model's shape and what it computes are the "
+                                  "checkpoint's (only the training-only ", training_only_flags(table), " can)"));
+    check_init_settings(cmd, f);  // the variants are the checkpoint's: its config.json says which settings apply
+  }
   refuse_momentum(table, f, given);
   if (!given("--data") && !given("--train-size")) refuse(with(kFixedSet), "needs a fixed training set (--data or --train-size)");
   // With no encoder layer, the layers' own settings change nothing (--pool cls refuses --layers 0 itself).
   if (f.options.model.n_layers == 0 && !given("--init")) {
     const std::string why = "configures the encoder layers, and --layers 0 builds none";
     refuse(with(kLayerSetting), why);
-    if (!f.options.model.final_norm) refuse({"--norm"}, why + " (and no --final-norm)");
+    if (!f.options.model.final_norm) {
+      std::vector<std::string> norm{"--norm"};
+      for (const TrainFlag& row : table)
+        if (row.kind == "norm") norm.push_back(row.name);
+      refuse(norm, why + " (and no --final-norm)");
+    }
     if (given("--positional") && nn::component<nn::PositionalKind>(f.options.model.positional).acts_in_attention)
       throw ValueError(cat("--positional ", f.options.model.positional, " acts inside attention, and --layers 0 builds ",
                            "no attention: the model would have no position information (use learned or sinusoidal)"));
-  }
-  if (given("--init")) {  // the block is the checkpoint's: its config.json says whether it is moe
-    if (given("--moe-aux-weight") && read_model_config(f.options.init + "/config.json").ffn != "moe")
-      throw ValueError(cat("--moe-aux-weight applies to --ffn moe only, and the --init checkpoint ", f.options.init,
-                           " has no moe block"));
-  } else if (f.options.model.ffn != "moe") {
-    refuse(with(kMoeOnly), cat("applies to --ffn moe only, not --ffn ", f.options.model.ffn));
   }
   // 0 is the library's "derive it"; given on the command line it is a mistake.
   for (auto [name, value] : {std::pair{"--steps", f.options.steps}, {"--epochs", f.options.epochs}})

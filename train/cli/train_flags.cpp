@@ -1,5 +1,7 @@
 #include "train/cli/train_flags.h"
 
+#include "nn/settings.h"
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <utility>
@@ -80,6 +82,44 @@ TrainFlag setting(std::string field, TrainFlag row) {
   return row;
 }
 
+/// The row of a component's setting, from its declaration: its help names the variants that declare it, its
+/// default and range ("--ffn moe: experts per layer, in [1, 1024]"). Given, it sets the value in `settings`; not
+/// given, the variant's default stays. It configures the encoder layers unless it is the norm's (the final norm
+/// has one too), and it changes the model unless declared training-only.
+TrainFlag setting_row(const nn::DeclaredSetting& d, nn::ComponentSettings& settings) {
+  const std::string range = nn::range_text(d.spec);
+  const std::string help =
+      cat("--", d.kind, " ", choices_text(d.variants), ": ", d.spec.help, range.empty() ? "" : cat(", in ", range));
+  unsigned properties = d.spec.changes_model ? kModelShape : 0;
+  if (d.kind != "norm" && d.kind != "positional" && d.kind != "pool") properties |= kLayerSetting;
+  const std::string kind = d.kind, name = d.spec.name, flag = d.spec.flag;
+  const nn::SettingType type = d.spec.type;
+  const std::string example = type == nn::SettingType::flag ? "" : nn::format_setting(d.spec.default_value);
+  auto add = [&settings, kind, name, flag, type, help, example](CLI::App* cmd) -> CLI::Option* {
+    switch (type) {
+      case nn::SettingType::flag:
+        return cmd->add_flag_function(flag, [&settings, kind, name](int64_t) { settings.set(kind, name, true); }, help);
+      case nn::SettingType::integer:
+        return cmd
+            ->add_option_function<std::string>(
+                flag, [&settings, kind, name, flag](const std::string& text) {
+                  settings.set(kind, name, parse_signed(flag, text, INT64_MIN, INT64_MAX));
+                }, help)
+            ->type_name("INT")
+            ->default_str(example);
+      case nn::SettingType::real:
+        break;
+    }
+    return cmd
+        ->add_option_function<std::string>(
+            flag, [&settings, kind, name, flag](const std::string& text) { settings.set(kind, name, parse_real(flag, text)); },
+            help)
+        ->type_name("FLOAT")
+        ->default_str(example);
+  };
+  return {flag, help, properties, example, add, cat("model.", kind, ".", name), kind, d.variants};
+}
+
 constexpr unsigned kShape = kModelShape, kLayer = kModelShape | kLayerSetting;
 constexpr unsigned kMpi = kRanksOnly | kResumable;
 
@@ -106,16 +146,11 @@ std::vector<TrainFlag> own_rows(TrainFlags& f) {
       component<nn::AttentionKind>("--attention", m.attention, "Self-attention of each layer", kLayer, "linear"),
       component<nn::NormKind>("--norm", m.norm, "Normalisation of each layer (and the final one)", kShape, "layernorm"),
       component<nn::FeedForwardKind>("--ffn", m.ffn, "Position-wise block of each layer", kLayer, "moe"),
-      integer("--experts", m.experts, "--ffn moe: experts per layer", kLayer | kMoeOnly | kGenerated, "4"),
-      integer("--top-k", m.top_k, "--ffn moe: experts each token goes through", kLayer | kMoeOnly | kGenerated, "1"),
-      real("--moe-aux-weight", m.moe_aux_weight, "--ffn moe: weight of the load-balancing loss", kLayerSetting | kMoeOnly | kGenerated, "0.1"),
       component<nn::ActivationKind>("--activation", m.activation, "Activation of the feed-forward block", kLayer, "gelu"),
       component<nn::PoolKind>("--pool", m.pool, "How a sequence becomes one vector", kShape, "cls"),
       on_off("--norm-first", m.norm_first, "Pre-LN layers (the norm before attention and feed-forward)", kLayer),
       on_off("--final-norm", m.final_norm, "A norm after the last encoder layer", kShape),
       real("--dropout", m.dropout, "Dropout probability", 0, "0.1"),
-      on_off("--causal", m.causal, "Causal self-attention: each position sees earlier ones only (GPT-style)", kLayer | kGenerated),
-      real("--temperature", m.temperature, "Attention softmax temperature: softmax(q k^T / (sqrt(D) * t))", kLayer | kGenerated, "2"),
       choice("--optimizer", o.optimizer, "Optimizer", optim::optimizers(), 0, "sgd"),
       real("--lr", o.lr, "Learning rate", 0, "0.01"),
       real("--weight-decay", o.weight_decay, "Weight decay (decoupled for adamw, L2 otherwise)", 0, "0"),
@@ -152,6 +187,7 @@ std::vector<TrainFlag> own_rows(TrainFlags& f) {
 
 std::vector<TrainFlag> train_flag_table(TrainFlags& f) {
   std::vector<TrainFlag> table = own_rows(f);
+  for (const nn::DeclaredSetting& d : nn::declared_settings()) table.push_back(setting_row(d, f.options.model.settings));
   for (const Rows& rows : extra_rows())
     for (TrainFlag& row : rows(f)) table.push_back(std::move(row));
   return table;

@@ -5,8 +5,8 @@
 // (tests/train/test_cli_flags.cpp: every row is in --help and refused in every mode its properties say, and
 // every flag of --help is a row).
 //   add_train defines the flags from train_flag_table(); nothing else lists them.
-// Rows can come from elsewhere: add_train_flag_rows appends a source of rows (the model variants' settings,
-// generated from their declarations in nn/), and a row marked kGenerated is one such a source will replace.
+// The components' settings are rows generated from their declarations in nn/ (nn::declared_settings), after
+// the table's own rows; more can come from elsewhere: add_train_flag_rows appends a source of rows.
 #include <functional>
 #include <memory>
 #include <string>
@@ -48,9 +48,7 @@ enum FlagProperty : unsigned {
   kResumable = 1u << 4,      // honoured on --resume (every other flag is refused there)
   kRanksOnly = 1u << 5,      // data-parallel training only: refused unless mpirun started N > 1 ranks
   kFixedSet = 1u << 6,       // needs a fixed training set (--data or --train-size)
-  kMoeOnly = 1u << 7,        // applies to --ffn moe only
-  kMomentum = 1u << 8,       // the momentum: refused with an optimizer whose registration does not read it
-  kGenerated = 1u << 9,      // a model variant's setting: to be replaced by a row generated from nn's declaration
+  kMomentum = 1u << 7,       // the momentum: refused with an optimizer whose registration does not read it
 };
 
 struct TrainFlag {
@@ -63,12 +61,17 @@ struct TrainFlag {
   /// The TrainOptions field it sets, as validate() names it ("model.n_heads"), where the flag's name does not
   /// say it: flag_for reads a field's flag from here, and otherwise from the name ("model.d_model": --d-model).
   std::string field = {};
+  /// A component's setting (generated from its declaration, nn::declared_settings): its kind ("ffn") and the
+  /// variants that declare it ({"moe"}); with another variant chosen it is refused by name. Empty otherwise.
+  std::string kind = {};
+  std::vector<std::string> variants = {};
 
   bool is(unsigned property) const { return (properties & property) != 0; }
 };
 
-/// Every flag of `tapegrad train`, bound to f (which must outlive the command line): the table's own rows,
-/// then those of each source added by add_train_flag_rows, in the order they were added.
+/// Every flag of `tapegrad train`, bound to f (which must outlive the command line): the table's own rows, one
+/// for each setting the registered components declare, then those of each source added by add_train_flag_rows,
+/// in the order they were added.
 std::vector<TrainFlag> train_flag_table(TrainFlags& f);
 
 /// Appends a source of rows to the table (for example a model variant's settings, from its declaration);
