@@ -28,40 +28,73 @@ constexpr int64_t kMaxValidSize = 10'000'000;  // a generated validation set tha
 
 std::string option_field_name(std::string_view field) { return cat("TrainOptions.", field); }
 
+namespace {
+
+/// "<field> must be <rule>, got <value>" unless ok; the field named as the caller names it.
+template <class Value>
+void require(const OptionNames& name, bool ok, std::string_view field, const std::string& rule, const Value& value) {
+  if (!ok) throw ValueError(cat(name(field), " must be ", rule, ", got ", value));
+}
+
+/// The model's own options (the shape, then nn::validate's rules and the components' combinations), by the
+/// same names and before any work. Only when the run builds its model: with --init it is the checkpoint's.
+void validate_model(const TrainOptions& o, const OptionNames& name) {
+  require(name, o.model.d_model > 0 && o.model.d_model <= kMaxWidth, "model.d_model", cat("in [1, ", kMaxWidth, "]"),
+          o.model.d_model);
+  require(name, o.model.n_heads > 0 && o.model.n_heads <= o.model.d_model, "model.n_heads",
+          cat("in [1, ", name("model.d_model"), " = ", o.model.d_model, "]"), o.model.n_heads);
+  if (o.model.d_model % o.model.n_heads != 0)
+    throw ValueError(cat(name("model.d_model"), " ", o.model.d_model, " is not divisible by ", name("model.n_heads"), " ",
+                         o.model.n_heads, ": each head gets d_model / heads dimensions"));
+  require(name, o.model.d_ff > 0 && o.model.d_ff <= kMaxWidth, "model.d_ff", cat("in [1, ", kMaxWidth, "]"), o.model.d_ff);
+  require(name, o.model.n_layers >= 0 && o.model.n_layers <= kMaxLayers, "model.n_layers", cat("in [0, ", kMaxLayers, "]"),
+          o.model.n_layers);
+  // The rest of the model's rules, and every combination a component cannot serve (--attention linear with
+  // --positional rope, --pool cls with --causal), by the same names and before any work. The data fills in
+  // the vocabulary, the classes and (when 0) the context later; stand-ins that pass take their place here.
+  nn::ClassifierOptions model = o.model;
+  model.vocab_size = 2;
+  model.num_classes = 2;
+  model.pad_id = 0;
+  model.context_length = o.context_length > 0 ? o.context_length : 2;
+  nn::validate(model, "", [&name](std::string_view field) {
+    return field == "context_length" ? name("context_length") : name(cat("model.", field));
+  });
+}
+
+}  // namespace
+
 void validate(const TrainOptions& o, const OptionNames& name) {
-  const auto require = [&name](bool ok, std::string_view field, const std::string& rule, const auto& value) {
-    if (!ok) throw ValueError(cat(name(field), " must be ", rule, ", got ", value));
-  };
   // Comparisons are written so that NaN fails them.
-  require(std::isfinite(o.lr) && o.lr >= 0, "lr", "a finite number >= 0", o.lr);  // 0 as in PyTorch: a frozen run
-  require(std::isfinite(o.weight_decay) && o.weight_decay >= 0, "weight_decay", "a finite number >= 0", o.weight_decay);
-  require(std::isfinite(o.momentum) && o.momentum >= 0 && o.momentum < 1, "momentum", "in [0, 1)", o.momentum);
-  require(std::isfinite(o.clip_grad) && o.clip_grad >= 0, "clip_grad", "a finite number >= 0 (0: off)", o.clip_grad);
-  require(o.target_acc >= 0 && o.target_acc <= 1, "target_acc", "a fraction in [0, 1] (0: never stop early)", o.target_acc);
-  require(o.model.dropout >= 0 && o.model.dropout < 1, "model.dropout", "in [0, 1)", o.model.dropout);
+  require(name, std::isfinite(o.lr) && o.lr >= 0, "lr", "a finite number >= 0", o.lr);  // 0 as in PyTorch: a frozen run
+  require(name, std::isfinite(o.weight_decay) && o.weight_decay >= 0, "weight_decay", "a finite number >= 0", o.weight_decay);
+  require(name, std::isfinite(o.momentum) && o.momentum >= 0 && o.momentum < 1, "momentum", "in [0, 1)", o.momentum);
+  require(name, std::isfinite(o.clip_grad) && o.clip_grad >= 0, "clip_grad", "a finite number >= 0 (0: off)", o.clip_grad);
+  require(name, o.target_acc >= 0 && o.target_acc <= 1, "target_acc", "a fraction in [0, 1] (0: never stop early)", o.target_acc);
+  require(name, o.model.dropout >= 0 && o.model.dropout < 1, "model.dropout", "in [0, 1)", o.model.dropout);
   // The attention multiplies its scores by 1/temperature: past float32's range every score is infinite and
   // every output NaN (the same rule eval and predict apply to a checkpoint's config.json). The other ranges of
   // the components' settings are their declarations', checked by nn::validate below.
   if (const nn::SettingValue* t = o.model.settings.find("attention", "temperature");
       t != nullptr && std::holds_alternative<double>(*t)) {
     const double temperature = std::get<double>(*t);
-    require(std::isfinite(temperature) && temperature > 0 && 1.0 / temperature <= std::numeric_limits<float>::max(),
+    require(name, std::isfinite(temperature) && temperature > 0 && 1.0 / temperature <= std::numeric_limits<float>::max(),
             "model.attention.temperature",
             "a finite number > 0 whose reciprocal float32 holds (at least about 2.9e-39)", temperature);
   }
-  require(o.batch_size > 0, "batch_size", "positive", o.batch_size);
-  require(o.steps >= 0, "steps", "positive", o.steps);
-  require(o.epochs >= 0, "epochs", "positive", o.epochs);
-  require(o.steps <= kMaxSteps, "steps", cat("at most ", kMaxSteps), o.steps);
-  require(o.epochs <= kMaxSteps, "epochs", cat("at most ", kMaxSteps), o.epochs);
-  require(o.warmup >= 0 && o.warmup <= kMaxSteps, "warmup", cat("in [0, ", kMaxSteps, "]"), o.warmup);
-  require(o.eval_every > 0, "eval_every", "positive", o.eval_every);
-  require(o.log_every > 0, "log_every", "positive", o.log_every);
-  require(o.threads >= 0 && o.threads <= kMaxThreads, "threads", cat("in [0, ", kMaxThreads, "] (0: every core)"), o.threads);
-  require(o.train_size >= 0, "train_size", ">= 0 (0: fresh examples every batch)", o.train_size);
-  require(o.valid_size >= 1 && o.valid_size <= kMaxValidSize, "valid_size", cat("in [1, ", kMaxValidSize, "]"),
+  require(name, o.batch_size > 0, "batch_size", "positive", o.batch_size);
+  require(name, o.steps >= 0, "steps", "positive", o.steps);
+  require(name, o.epochs >= 0, "epochs", "positive", o.epochs);
+  require(name, o.steps <= kMaxSteps, "steps", cat("at most ", kMaxSteps), o.steps);
+  require(name, o.epochs <= kMaxSteps, "epochs", cat("at most ", kMaxSteps), o.epochs);
+  require(name, o.warmup >= 0 && o.warmup <= kMaxSteps, "warmup", cat("in [0, ", kMaxSteps, "]"), o.warmup);
+  require(name, o.eval_every > 0, "eval_every", "positive", o.eval_every);
+  require(name, o.log_every > 0, "log_every", "positive", o.log_every);
+  require(name, o.threads >= 0 && o.threads <= kMaxThreads, "threads", cat("in [0, ", kMaxThreads, "] (0: every core)"), o.threads);
+  require(name, o.train_size >= 0, "train_size", ">= 0 (0: fresh examples every batch)", o.train_size);
+  require(name, o.valid_size >= 1 && o.valid_size <= kMaxValidSize, "valid_size", cat("in [1, ", kMaxValidSize, "]"),
           o.valid_size);
-  require(o.context_length >= 0 && o.context_length <= kMaxLength, "context_length",
+  require(name, o.context_length >= 0 && o.context_length <= kMaxLength, "context_length",
           cat("in [0, ", kMaxLength, "] (0: from the data)"), o.context_length);
   if (o.steps > 0 && o.epochs > 0) throw ValueError(cat("give ", name("steps"), " or ", name("epochs"), ", not both"));
   if (o.epochs > 0 && o.data.empty() && o.train_size == 0)
@@ -73,32 +106,10 @@ void validate(const TrainOptions& o, const OptionNames& name) {
                            o.train_size, ", ", name("batch_size"), " ", o.batch_size, ") is more than ", kMaxSteps,
                            " steps"));
   }
-  if (o.init.empty()) {  // with --init the model's shape is the checkpoint's
-    require(o.model.d_model > 0 && o.model.d_model <= kMaxWidth, "model.d_model", cat("in [1, ", kMaxWidth, "]"),
-            o.model.d_model);
-    require(o.model.n_heads > 0 && o.model.n_heads <= o.model.d_model, "model.n_heads",
-            cat("in [1, ", name("model.d_model"), " = ", o.model.d_model, "]"), o.model.n_heads);
-    if (o.model.d_model % o.model.n_heads != 0)
-      throw ValueError(cat(name("model.d_model"), " ", o.model.d_model, " is not divisible by ", name("model.n_heads"), " ",
-                           o.model.n_heads, ": each head gets d_model / heads dimensions"));
-    require(o.model.d_ff > 0 && o.model.d_ff <= kMaxWidth, "model.d_ff", cat("in [1, ", kMaxWidth, "]"), o.model.d_ff);
-    require(o.model.n_layers >= 0 && o.model.n_layers <= kMaxLayers, "model.n_layers", cat("in [0, ", kMaxLayers, "]"),
-            o.model.n_layers);
-    // The rest of the model's rules, and every combination a component cannot serve (--attention linear with
-    // --positional rope, --pool cls with --causal), by the same names and before any work. The data fills in
-    // the vocabulary, the classes and (when 0) the context later; stand-ins that pass take their place here.
-    nn::ClassifierOptions model = o.model;
-    model.vocab_size = 2;
-    model.num_classes = 2;
-    model.pad_id = 0;
-    model.context_length = o.context_length > 0 ? o.context_length : 2;
-    nn::validate(model, "", [&name](std::string_view field) {
-      return field == "context_length" ? name("context_length") : name(cat("model.", field));
-    });
-  }
+  if (o.init.empty()) validate_model(o, name);  // with --init the model's shape is the checkpoint's
   if (!o.data.empty()) {
     if (o.valid.empty())
-      require(o.valid_fraction > 0 && o.valid_fraction < 1, "valid_fraction",
+      require(name, o.valid_fraction > 0 && o.valid_fraction < 1, "valid_fraction",
               cat("in (0, 1) (the share of ", name("data"), " held out)"), o.valid_fraction);
   } else {
     validate_task(o.task, [&name](std::string_view field) { return name(cat("task.", field)); });
