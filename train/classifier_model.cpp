@@ -25,6 +25,10 @@ Evaluation ClassifierModel::evaluate(const std::vector<Example>& examples, int64
   return tapegrad::evaluate(*classifier_, examples, vocab_, labels_, max_tokens);
 }
 
-nlohmann::json ClassifierModel::config() const { return model_config_json(classifier_->options()); }
+nlohmann::json ClassifierModel::config() const {
+  nlohmann::json config = {{"kind", kClassifierKind}};
+  config.update(model_config_json(classifier_->options()));
+  return config;
+}
 
 }  // namespace tapegrad

@@ -39,7 +39,8 @@ class TrainableModel {
   /// max_tokens tokens: mean loss, accuracy, count. A non-finite output from finite weights is a NonFiniteOutput.
   virtual Evaluation evaluate(const std::vector<Example>& examples, int64_t max_tokens) = 0;
 
-  /// config.json: everything that, with the weights, rebuilds this model.
+  /// config.json: everything that, with the weights, rebuilds this model, and its kind ("kind": "classifier"),
+  /// so that a reader knows which model a checkpoint holds before reading the rest.
   virtual nlohmann::json config() const = 0;
 };
 

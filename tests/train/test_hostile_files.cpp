@@ -388,6 +388,9 @@ TEST_CASE("hostile files: config.json") {
           "norm = 'rmsnorm' is not registered (registered: layernorm)"),
       cfg("nested value", config_with("d_model", json::array({json::array({json::array({4})})})),
           "JSON nests deeper than 3 levels"),
+      cfg("another kind of model", config_with("kind", "language_model"),
+          "'kind' is 'language_model': this tapegrad rebuilds only 'classifier' models"),
+      cfg("kind not a string", config_with("kind", 1), "'kind' must be a string"),
   });
 }
 

@@ -11,7 +11,9 @@
 #include "nn/linear.h"
 #include "optim/adam.h"
 #include "support/temp_dir.h"
+#include "train/checkpoint/model_config.h"
 #include "train/checkpoint/safetensors.h"
+#include "train/classifier_model.h"
 #include "train/data/batching.h"
 #include "train/io/read_file.h"
 #include "train/run_state.h"
@@ -101,4 +103,15 @@ TEST_CASE("train: a model kind other than the classifier trains, validates and c
   const SafetensorsFile weights = load_safetensors(latest + "/model.safetensors");
   CHECK(weights.contains("embed.weight"));
   CHECK(weights.contains("head.bias"));
+}
+
+TEST_CASE("train: the classifier's config.json names its kind and reads back as the same options") {
+  nn::ClassifierOptions options = nn::micro_classifier();
+  Generator init(3);
+  Vocab vocab;
+  const std::vector<std::string> labels = {"a", "b", "c"};
+  const ClassifierModel model(std::make_unique<nn::SequenceClassifier>(options, init, nullptr), vocab, labels);
+  const nlohmann::json config = model.config();
+  CHECK(config.at("kind") == "classifier");
+  CHECK(model_config_json(parse_model_config(config.dump(), "config.json")) == model_config_json(options));
 }

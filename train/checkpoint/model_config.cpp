@@ -110,7 +110,14 @@ const std::set<std::string>& model_keys_added_later() {
 
 nn::ClassifierOptions model_options_from_json(const json& config, const std::string& file, const std::string& prefix) {
   JsonFields top(config, file, prefix);  // refuses a config that is no object
+  if (top.has("kind")) {  // the model kind (trainable_model.h); absent in the files from before kinds
+    const std::string kind = top.string("kind");
+    if (kind != kClassifierKind)
+      throw IOError(cat(file, ": ", top.quoted("kind"), " is '", kind, "': this tapegrad rebuilds only '",
+                        kClassifierKind, "' models from a config.json"));
+  }
   json plain = config;
+  plain.erase("kind");
   const bool has_settings = plain.contains("settings");
   plain.erase("settings");
   if (!has_settings)  // an older file: its settings, if any, are top-level keys, mapped once the variants are known

@@ -33,6 +33,9 @@ const std::set<std::string>& model_keys_added_later();
 
 /// config.json of a classifier.
 nlohmann::json model_config_json(const nn::ClassifierOptions& options);
+
+/// config.json's "kind" of a classifier (the key is optional: files from before kinds hold classifiers).
+inline constexpr const char* kClassifierKind = "classifier";
 /// The model options of a config.json object, read strictly (strict_json.h: every key present, of
 /// exactly its type, no unknown key) and validated (nn::validate, which also refuses a component name
 /// that this program has not registered); IOError naming `file` and the key (prefix + key: "model."
