@@ -148,10 +148,12 @@ void check_ranges(const std::string& kind, const VariantSettings& chosen, const 
 void validate_settings(const ComponentSettings& values, const std::vector<ChosenVariant>& chosen,
                        const std::string& prefix, const FieldNames& names) {
   const std::vector<DeclaredSetting> declared = declared_settings();
-  for (const auto& [kind, given] : values.values()) {
+  for (const auto& [kind_key, given] : values.values()) {
+    const std::string& kind = kind_key;  // a structured binding: clang 14 cannot capture one in a lambda
     const auto variant = std::find_if(chosen.begin(), chosen.end(), [&](const ChosenVariant& c) { return c.kind == kind; });
     if (variant == chosen.end()) throw ValueError(cat(prefix, "settings of '", kind, "', which is no component kind"));
-    for (const auto& [name, value] : given) {
+    for (const auto& [name_key, value] : given) {
+      const std::string& name = name_key;
       const auto declaration = std::find_if(declared.begin(), declared.end(), [&](const DeclaredSetting& d) {
         return d.kind == kind && d.spec.name == name;
       });
