@@ -94,8 +94,10 @@ json model_config_json(const nn::ClassifierOptions& options) {
   json j = plain_fields(options);
   json settings = json::object();
   for (const auto& [kind, chosen] : chosen_settings(options))
-    for (const auto& [spec, value] : chosen.all())
-      std::visit([&](const auto& v) { settings[kind][spec->name] = v; }, value);
+    for (const auto& [spec, value] : chosen.all()) {
+      json& slot = settings[kind][spec->name];  // not captured below: clang 14 cannot capture a structured binding
+      std::visit([&slot](const auto& v) { slot = v; }, value);
+    }
   j["settings"] = settings;
   return j;
 }
