@@ -18,7 +18,8 @@ StepLosses forward_backward(TrainableModel& model, optim::Optimizer& optimizer, 
   optimizer.zero_grad();
   if (end > begin) {
     const int64_t n = end - begin;
-    const BatchLoss loss = model.loss({batch.begin() + begin, batch.begin() + end});
+    // One process's share is the whole batch: no copy of its examples on the step's path.
+    const BatchLoss loss = n == m ? model.loss(batch) : model.loss({batch.begin() + begin, batch.begin() + end});
     const Tensor total = loss.auxiliary.defined() ? loss.task + loss.auxiliary : loss.task;
     if (ranks.averager)
       ranks.averager->backward(total, n, m);
