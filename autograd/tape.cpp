@@ -41,6 +41,7 @@ void Tape::append(std::unique_ptr<Node> node, Tensor& out) {
   meta->node = static_cast<int64_t>(entries_.size());
   meta->tape_generation = generation_;
   out.impl().autograd = std::move(meta);
+  if (detail::profile_on) [[unlikely]] detail::profile_recorded(*node);
   entries_.push_back(std::move(node));
 }
 
@@ -213,11 +214,13 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_tape, 
     tape.slots_ = std::move(slots);
     if (!retain_tape) tape.clear();
   };
+  if (detail::profile_on) [[unlikely]] detail::profile_backward_starts();
   for (int64_t i = meta.node; i >= 0; --i) {
     if (!slots[i].defined()) continue;
     Node& node = *tape.entries_[i];
     BackwardContext ctx(node, slots, slots[i]);
     node.backward(slots[i], ctx);
+    if (detail::profile_on) [[unlikely]] detail::profile_backward_ran(node);
     slots[i] = Tensor();
     if (after_entry) (*after_entry)(static_cast<size_t>(i));
     if (check) [[unlikely]] {

@@ -12,6 +12,7 @@
 #include "autograd/anomaly.h"
 #include "autograd/kernels/grad_ptr.h"
 #include "autograd/pool.h"
+#include "autograd/profile.h"
 #include "autograd/tensor.h"
 
 namespace tapegrad {
@@ -62,6 +63,9 @@ struct Node {
   /// Adds this entry's contribution into each input's gradient; dout = d loss / d output, contiguous,
   /// of the output's shape and dtype.
   virtual void backward(const Tensor& dout, BackwardContext& ctx) = 0;
+  /// The floating-point operations of the forward's matrix products (a multiply-add is 2), for profiles
+  /// (profile.h); 0 for an op without products.
+  virtual double flops() const { return 0; }
 
   std::vector<Edge, PoolAllocator<Edge>> inputs;
   Shape out_shape;

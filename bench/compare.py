@@ -2,9 +2,10 @@
 """`make bench`: tapegrad against PyTorch on the same models, batch and optimizer, side by side.
 
 Runs `tapegrad bench --json` (small and medium), then the PyTorch twin (bench/train_step_torch.py) for
-each configuration under every setting PyTorch users reach for, 1 and 2 threads x OPENBLAS_CORETYPE
-unset, SkylakeX and Haswell (each in a fresh process: the variable is read when OpenBLAS loads), keeping
-PyTorch's best. Last, the peak resident memory of a `tapegrad train` run of the medium model (validation
+each configuration under every setting PyTorch users reach for that this CPU can run: 1 and 2 threads x
+OPENBLAS_CORETYPE unset, Haswell (with AVX2) and SkylakeX (with AVX-512), each in a fresh process (the
+variable is read when OpenBLAS loads), keeping PyTorch's best. A setting that fails anyway is reported in
+one line and skipped. Last, the peak resident memory of a `tapegrad train` run of the medium model (validation
 included) against the twin's peak on the medium model. Ratios come from one run of each: the machine is
 shared, so compare ratios, not absolute rates. docs/performance.md explains the columns.
 
@@ -14,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import signal
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -22,7 +24,29 @@ CONFIGS = {  # the twin's flags (tapegrad train's names) for tapegrad bench's na
     "small": dict(d_model=64, heads=4, ff=128, layers=2, context_length=32, batch_size=64, warmup=20, steps=200),
     "medium": dict(d_model=256, heads=8, ff=1024, layers=4, context_length=128, batch_size=32, warmup=3, steps=20),
 }
-PYTORCH_SETTINGS = [(threads, coretype) for threads in (1, 2) for coretype in (None, "SkylakeX", "Haswell")]
+
+
+def cpu_flags():
+    """The CPU's feature flags (/proc/cpuinfo), empty where there is no such file."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def pytorch_settings(flags):
+    """(threads, OPENBLAS_CORETYPE) pairs: a kernel set only where the CPU has its instructions (SkylakeX's
+    AVX-512 kernels die of SIGILL on a CPU without AVX-512)."""
+    coretypes = [None]
+    if {"avx2", "fma"} <= flags:
+        coretypes.append("Haswell")
+    if "avx512f" in flags:
+        coretypes.append("SkylakeX")
+    return [(threads, coretype) for threads in (1, 2) for coretype in coretypes]
 
 
 def run(cmd, env=None):
@@ -46,19 +70,35 @@ def twin_flags(config):
     return [x for k, v in CONFIGS[config].items() for x in ("--" + k.replace("_", "-"), str(v))]
 
 
-def pytorch_best(config):
+def describe_exit(code):
+    """A child's exit code as words: a signal by name (SIGILL: an instruction this CPU lacks)."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def pytorch_best(config, settings):
+    """PyTorch's fastest setting on config, or None when every setting failed (each failure one line)."""
     best = None
-    for threads, coretype in PYTORCH_SETTINGS:
+    for threads, coretype in settings:
         env = dict(os.environ)
         env.pop("OPENBLAS_CORETYPE", None)
         if coretype:
             env["OPENBLAS_CORETYPE"] = coretype
         steps = CONFIGS[config]["steps"]
         flags = twin_flags(config) + ["--threads", str(threads), "--repeats", "5" if steps % 5 == 0 else "1"]
-        out = run(["/usr/bin/python3", TWIN] + flags, env)
-        fields = dict(kv.split("=") for kv in out.strip().splitlines()[-1].split()[1:])
+        setting = f"{threads} thread{'s' if threads > 1 else ''}, OPENBLAS_CORETYPE={coretype or 'unset'}"
+        proc = subprocess.run(["/usr/bin/python3", TWIN] + flags, capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or [""])[-1]
+            print(f"bench: PyTorch {config} at {setting} skipped: {describe_exit(proc.returncode)} {last}".rstrip())
+            continue
+        fields = dict(kv.split("=") for kv in proc.stdout.strip().splitlines()[-1].split()[1:])
         result = {"steps_per_second": float(fields["steps_per_s"]), "peak_rss_mib": float(fields["peak_rss_mib"]),
-                  "setting": f"{threads} thread{'s' if threads > 1 else ''}, OPENBLAS_CORETYPE={coretype or 'unset'}"}
+                  "setting": setting}
         if best is None or result["steps_per_second"] > best["steps_per_second"]:
             best = result
     return best
@@ -77,6 +117,8 @@ def main():
 
     out = run([tapegrad, "bench", "--config", "small,medium", "--json"])
     ours = {r["config"]: r for r in map(json.loads, out.strip().splitlines())}
+    first = next(iter(ours.values()))
+    print(f"CPU: {first['cpu']}, {first['vector_bits']}-bit vectors ({first['instruction_set']})")
     for r in ours.values():
         print(f"tapegrad {r['config']}: {r['steps_per_second']:.2f} steps/s, {r['gflops']:.0f} GFLOP/s = "
               f"{100 * r['model_flop_utilisation']:.1f}% of the measured FMA peak ({r['peak_gflops']:.0f} GFLOP/s), "
@@ -96,16 +138,21 @@ def main():
 
     print()
     print(f"{'config':8} {'tapegrad steps/s':>17} {'PyTorch best':>13} {'ratio':>6}  {'MFU':>6}  PyTorch's best setting")
-    theirs = {}
+    settings = pytorch_settings(cpu_flags())
+    theirs = {config: pytorch_best(config, settings) for config in CONFIGS}
     for config in CONFIGS:
-        theirs[config] = pytorch_best(config)
         r, t = ours[config], theirs[config]
+        if t is None:
+            print(f"{config:8} {r['steps_per_second']:17.2f} {'(failed)':>13} {'':>6}  "
+                  f"{100 * r['model_flop_utilisation']:5.1f}%  every PyTorch setting failed")
+            continue
         print(f"{config:8} {r['steps_per_second']:17.2f} {t['steps_per_second']:13.2f} "
               f"{r['steps_per_second'] / t['steps_per_second']:5.2f}x  {100 * r['model_flop_utilisation']:5.1f}%  "
               f"{t['setting']}")
-    torch_rss = theirs["medium"]["peak_rss_mib"]
-    print(f"{'memory':8} tapegrad train (medium) {train_rss:.0f} MiB vs PyTorch medium step {torch_rss:.0f} MiB: "
-          f"{100 * train_rss / torch_rss:.0f}%")
+    if theirs["medium"] is not None:
+        torch_rss = theirs["medium"]["peak_rss_mib"]
+        print(f"{'memory':8} tapegrad train (medium) {train_rss:.0f} MiB vs PyTorch medium step {torch_rss:.0f} MiB: "
+              f"{100 * train_rss / torch_rss:.0f}%")
 
 
 if __name__ == "__main__":

@@ -104,6 +104,8 @@ struct FusedAttentionNode : NodeOf<FusedAttentionNode> {
   Saved qkv, attn_mask, key_padding_mask;  // masks are data: no gradient reaches them
   Saved weights;                           // (B, H, T, T) P, or undefined: recompute it
   int64_t heads = 1;
+  // q kᵀ and P v over every head: 2 · 2·B·T·T·C, out being (B, T, C)
+  double flops() const override { return 4.0 * static_cast<double>(out_shape.numel()) * static_cast<double>(out_shape[1]); }
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     if (!ctx.needs_grad(0)) return;
     const Tensor& x = qkv.get(kName);

@@ -77,11 +77,20 @@ std::optional<Tensor> rows_view(const Tensor& a) {
 // saves   : a, b as the (possibly strided) views BLAS reads
 //           When b has no batch dims and a's rows fold into one matrix (rows_view), a is saved as that
 //           (R, K) matrix and all three products are single 2-D gemms over the R = numel(a) / K rows.
+namespace {
+/// The FLOPs of a node's (..., M, K) @ (K, N) product, its first input being the (..., M, K) operand:
+/// 2·K per output element.
+double product_flops(const Node& node) {
+  return 2.0 * static_cast<double>(node.out_shape.numel()) * static_cast<double>(node.inputs[0].shape.back());
+}
+}  // namespace
+
 struct MatmulNode : NodeOf<MatmulNode> {
   static constexpr const char* kName = "matmul";
   Saved a, b;
   Shape batch;
   bool folded = false;  // a is saved as its (R, K) rows_view; dout and da are seen as (R, N) and (R, K)
+  double flops() const override { return product_flops(*this); }
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     const Tensor &av = a.get(kName), &bv = b.get(kName);
     const Tensor g = folded ? view_of(dout, Shape{av.shape()[0], dout.shape().back()},
@@ -202,6 +211,7 @@ void linear_backward(const Tensor& dy, const Tensor& xv, const Tensor& wv, Backw
 struct MatmulBiasNode : NodeOf<MatmulBiasNode> {
   static constexpr const char* kName = "matmul_bias";
   Saved x_rows, weight;  // (R, K), (N, K)
+  double flops() const override { return product_flops(*this); }
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     const Tensor &xv = x_rows.get(kName), &wv = weight.get(kName);
     const int64_t R = xv.shape()[0], N = wv.shape()[0];
@@ -228,6 +238,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 struct LinearReluNode : NodeOf<LinearReluNode> {
   static constexpr const char* kName = "linear_relu";
   Saved x_rows, weight, out;  // (R, K), (N, K), (..., N)
+  double flops() const override { return product_flops(*this); }
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     const Tensor &xv = x_rows.get(kName), &wv = weight.get(kName), &y = out.get(kName);
     const int64_t R = xv.shape()[0], N = wv.shape()[0];

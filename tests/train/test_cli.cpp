@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -380,6 +381,39 @@ TEST_CASE("train: cli a model without encoder layers trains and its checkpoint l
   const Result resumed = run_cli(dir, "train --resume " + quote(out) + " --steps 10");
   INFO("resume stderr: " << resumed.err);
   CHECK(resumed.exit_code == 0);
+}
+
+TEST_CASE("cli: bench --profile books the step to its ops, and their products add up to the step's FLOPs") {
+  TempDir dir("tapegrad_test_cli");
+  const Result r = run_cli(dir, "bench --config small --d-model 16 --heads 2 --ff 32 --layers 2 --context-length 8 "
+                                "--batch-size 4 --warmup 1 --steps 4 --threads 1 --profile --json");
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(lines_of(r.out).at(0));
+  CHECK(!j.at("cpu").get<std::string>().empty());
+  CHECK((j.at("vector_bits") == 128 || j.at("vector_bits") == 256 || j.at("vector_bits") == 512));
+  const json& profile = j.at("profile");
+  CHECK(profile.at("steps") == 4);
+  double gflop = 0, ms = 0;
+  std::set<std::string> ops;
+  for (const json& op : profile.at("ops")) {
+    ops.insert(op.at("op").get<std::string>());
+    gflop += op.at("gflop_per_step").get<double>();
+    ms += op.at("forward_ms_per_step").get<double>() + op.at("backward_ms_per_step").get<double>();
+  }
+  for (const char* op : {"matmul_bias", "linear_relu", "fused_self_attention", "layer_norm", "cross_entropy",
+                         "optimizer step (AdamW)"})
+    CHECK(ops.count(op) == 1);
+  // every product of the step, forward and backward, and nothing else: the documented formula
+  CHECK(gflop == Approx(j.at("gflop_per_step").get<double>()).epsilon(1e-9));
+  CHECK(ms > 0);
+  CHECK(ms <= profile.at("ms_per_step").get<double>() * 1.001);  // booked time is part of the step's
+  // and the table for people
+  const Result text = run_cli(dir, "bench --config small --d-model 16 --heads 2 --ff 32 --layers 1 --context-length 8 "
+                                   "--batch-size 4 --warmup 1 --steps 2 --threads 1 --profile");
+  REQUIRE(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains("CPU: ") && Catch::Contains("-bit vectors") && Catch::Contains("backward ms") &&
+                           Catch::Contains("fused_self_attention"));
 }
 
 TEST_CASE("cli: bench --json gives one line of sane figures per configuration, and bad flags one error line") {

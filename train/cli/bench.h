@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/named_registry.h"
+#include "autograd/profile.h"
 
 namespace tapegrad {
 
@@ -16,6 +17,7 @@ struct BenchConfig {
   int64_t d_model = 64, heads = 4, d_ff = 128, layers = 2, seq = 32, batch = 64, vocab = 11, classes = 8;
   int64_t warmup = 20, steps = 200, repeats = 5;
   int threads = 0;  // 0: every core
+  bool profile = false;  // after the timed steps, as many again profiled (profile.h)
 };
 
 /// Adds a named configuration (`bench --config <name>`); an empty name or one registered before is a
@@ -39,8 +41,18 @@ void validate(const BenchConfig& config);
 /// and backward's two products per forward product), counting a multiply-add as 2.
 double step_flops(const BenchConfig& config);
 
+/// The CPU the bench runs on: its model name (/proc/cpuinfo) and the widest float vectors tapegrad's
+/// kernels and the FMA peak use on it.
+struct CpuInfo {
+  std::string model;
+  int vector_bits = 128;        // 512 with AVX-512F, 256 with AVX2 and FMA, else 128 (SSE2)
+  std::string instruction_set;  // "AVX-512", "AVX2+FMA" or "SSE2 (no FMA)"
+};
+CpuInfo cpu_info();
+
 /// The FMA peak of `threads` cores in GFLOP/s, measured now: independent chains of fused multiply-adds at
-/// the widest vector width the CPU has, on every thread at once.
+/// the widest vector width the CPU has (cpu_info; separate multiplies and adds without FMA), on every
+/// thread at once.
 double measure_fma_peak_gflops(int threads);
 
 struct BenchResult {
@@ -52,13 +64,20 @@ struct BenchResult {
   double storage_mappings_per_step = 0;
   int threads = 1;
   std::string blas, kernels, blas_advice;
+  CpuInfo cpu;
+  std::vector<OpTimes> profile;  // with config.profile: the profiled steps' rows, summed
+  int64_t profiled_steps = 0;
+  double profiled_seconds = 0;   // the profiled steps' wall time
 };
 
 /// Runs the benchmark (warm-up, then `steps` timed steps in `repeats` chunks; the median chunk's rate).
 BenchResult run_bench(const BenchConfig& config, double peak_gflops);
 
 nlohmann::json to_json(const BenchResult& result);
-/// One human-readable block of lines.
+/// One human-readable block of lines (and the profile's table, when there is one).
 std::string describe(const BenchResult& result);
+/// The profile as a table: one row an op or phase, by time, with calls, forward and backward milliseconds
+/// per step, the share of the step, and the GFLOP/s of its products.
+std::string describe_profile(const BenchResult& result);
 
 }  // namespace tapegrad

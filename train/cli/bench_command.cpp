@@ -52,6 +52,9 @@ void add_bench(CLI::App& app, BenchFlags& f) {
       override_option("--steps", f.steps, &BenchConfig::steps, "Override the timed steps")};
   add_integer_option(cmd, "--threads", f.threads, "Threads (0: every core)")->capture_default_str();
   cmd->add_flag("--json", f.json, "One JSON line per configuration");
+  cmd->add_flag("--profile", f.profile,
+                "Then time the step op by op: a table of each op's forward and backward time, calls, share of "
+                "the step and GFLOP/s");
   cmd->callback([&f, overrides, cmd] {
     // Every configuration is built and checked before any is measured: a bad value in the second must not
     // be found after the first has run.
@@ -63,6 +66,7 @@ void add_bench(CLI::App& app, BenchFlags& f) {
       if (cmd->get_option("--steps")->count() > 0)  // no more timed chunks than steps
         config.repeats = std::min<int64_t>(config.repeats, std::max<int64_t>(f.steps, 1));
       config.threads = f.threads;
+      config.profile = f.profile;
       validate(config);
       configs.push_back(config);
     }
