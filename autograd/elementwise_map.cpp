@@ -26,23 +26,29 @@ void write_into_typed(Tensor& dst, const Tensor& src, T s, const Shape& shape) {
   if (dst.is_contiguous() && src.is_contiguous() && src.shape() == shape && dst.numel() > 0 &&
       detail::is_row_of(dst.shape(), shape)) {
     // src is rows laid out like dst (dst sums them: a bias gradient; or one row, dst itself): each row
-    // in turn, no per-row index arithmetic
+    // in turn, no per-row index arithmetic. Threads take columns: each element of dst is still summed by
+    // one thread in row order.
     const int64_t n = dst.numel(), rows = src.numel() / n;
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* x = ps + r * n;
-      for (int64_t k = 0; k < n; ++k) pd[k] += value(x[k]);
-    }
+    parallel_for(n, grain_for_elements(rows), [&](int64_t begin, int64_t end) {
+      const GradPtr<T, kMode> d = pd;  // a local copy: the compiler need not reload it after each store
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* x = ps + r * n;
+        for (int64_t k = begin; k < end; ++k) d[k] += value(x[k]);
+      }
+    });
     return;
   }
-  for_each_row<2>(shape, {broadcast_strides(dst, shape), broadcast_strides(src, shape)},
-                  [&](auto off, int64_t n, auto step) {
-                    const auto d = pd + off[0];
-                    const T* x = ps + off[1];
-                    if (step[0] == 1 && step[1] == 1)
-                      for (int64_t k = 0; k < n; ++k) d[k] += value(x[k]);
-                    else
-                      for (int64_t k = 0; k < n; ++k) d[k * step[0]] += value(x[k * step[1]]);
-                  });
+  const auto rows = [&](auto off, int64_t n, auto step) {
+    const auto d = pd + off[0];
+    const T* x = ps + off[1];
+    if (step[0] == 1 && step[1] == 1)
+      for (int64_t k = 0; k < n; ++k) d[k] += value(x[k]);
+    else
+      for (int64_t k = 0; k < n; ++k) d[k * step[0]] += value(x[k * step[1]]);
+  };
+  const std::array<Shape, 2> strides{broadcast_strides(dst, shape), broadcast_strides(src, shape)};
+  if (shape == dst.shape() && dst.is_contiguous()) parallel_for_each_row<2>(shape, strides, rows);  // each element once
+  else for_each_row<2>(shape, strides, rows);
 }
 
 }  // namespace

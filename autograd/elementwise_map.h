@@ -37,7 +37,7 @@ Tensor map(const Tensor& x, const char* op, F f) {
     using T = decltype(tag);
     const T* in = x.data<T>();
     T* out = y.data<T>();
-    for_each_row<2>(x.shape(), {y.strides(), x.strides()}, [&](auto off, int64_t n, auto step) {
+    parallel_for_each_row<2>(x.shape(), {y.strides(), x.strides()}, [&](auto off, int64_t n, auto step) {
       T* o = out + off[0];
       const T* i = in + off[1];
       if (step[1] == 1)
@@ -64,14 +64,16 @@ Tensor map2(const Tensor& a, const Tensor& b, const char* op, F f) {
     if (a.shape() == shape && a.is_contiguous() && b.is_contiguous() && b.numel() > 0 &&
         b.numel() < out.numel() && detail::is_row_of(b.shape(), shape)) {
       const int64_t n = b.numel(), rows = out.numel() / n;
-      for (int64_t r = 0; r < rows; ++r) {
-        T* o = po + r * n;
-        const T* x = pa + r * n;
-        for (int64_t k = 0; k < n; ++k) o[k] = f(x[k], pb[k]);
-      }
+      parallel_for(rows, grain_for_elements(n), [&](int64_t first, int64_t last) {
+        for (int64_t r = first; r < last; ++r) {
+          T* o = po + r * n;
+          const T* x = pa + r * n;
+          for (int64_t k = 0; k < n; ++k) o[k] = f(x[k], pb[k]);
+        }
+      });
       return;
     }
-    for_each_row<3>(shape, {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)},
+    parallel_for_each_row<3>(shape, {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)},
                     [&](auto off, int64_t n, auto step) {
                       T* o = po + off[0];
                       const T *x = pa + off[1], *y = pb + off[2];
@@ -95,8 +97,7 @@ void add_map2(BackwardContext& ctx, size_t k, const Tensor& u, const Tensor& v, 
   ctx.add_into(k, [&](auto dx) {
     using T = typename decltype(dx)::value_type;
     const T *pu = u.data<T>(), *pv = v.data<T>();
-    for_each_row<3>(shape, {broadcast_strides(dx.tensor, shape), broadcast_strides(u, shape), broadcast_strides(v, shape)},
-                    [&](auto off, int64_t n, auto step) {
+    const auto rows = [&](auto off, int64_t n, auto step) {
                       auto d = dx + off[0];
                       const T *x = pu + off[1], *y = pv + off[2];
                       if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
@@ -107,7 +108,11 @@ void add_map2(BackwardContext& ctx, size_t k, const Tensor& u, const Tensor& v, 
                       } else {
                         for (int64_t i = 0; i < n; ++i) d[i * step[0]] += f(x[i * step[1]], y[i * step[2]]);
                       }
-                    });
+    };
+    const std::array<Shape, 3> strides{broadcast_strides(dx.tensor, shape), broadcast_strides(u, shape),
+                                       broadcast_strides(v, shape)};
+    if (adds == Adds::each_once) parallel_for_each_row<3>(shape, strides, rows);  // disjoint elements of dx
+    else for_each_row<3>(shape, strides, rows);
   }, adds);
 }
 

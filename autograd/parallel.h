@@ -41,8 +41,15 @@ void parallel_for(int64_t n, int64_t grain, RangeFn fn);
 /// slower on two threads than on one, and the `small` bench model's 25 MFLOP halves were no faster split
 /// than whole; the medium model still splits every product (docs/performance.md).
 inline int64_t grain_for_flops(int64_t flops) {
-  constexpr int64_t kFlopsPerRange = 64'000'000;
+  constexpr int64_t kFlopsPerRange = 2'000'000;
   return flops >= kFlopsPerRange ? 1 : kFlopsPerRange / (flops > 0 ? flops : 1);
+}
+
+/// The grain for memory-bound items (elementwise maps, row kernels) of `elements` elements each: about
+/// kElementsPerRange elements a range.
+inline constexpr int64_t kElementsPerRange = 16'384;
+inline int64_t grain_for_elements(int64_t elements) {
+  return elements >= kElementsPerRange ? 1 : kElementsPerRange / (elements > 0 ? elements : 1);
 }
 
 }  // namespace tapegrad

@@ -172,11 +172,15 @@ void batched_gemm_reference(const Tensor& a, bool flip_a, const Tensor& b, bool 
 template <class T>
 void repeat_row(const T* row, T* out, int64_t rows, int64_t n) {
   if (rows == 0 || n == 0) return;
-  // A stamp of about 4 KiB of rows, then the stamp copied block by block: a few copies of a size that
-  // memcpy moves fastest, instead of one short call per row.
-  const int64_t stamp = std::clamp<int64_t>(4096 / static_cast<int64_t>(n * sizeof(T)), 1, rows);
-  for (int64_t r = 0; r < stamp; ++r) std::copy(row, row + n, out + r * n);
-  for (int64_t r = stamp; r < rows; r += stamp) std::copy(out, out + std::min(stamp, rows - r) * n, out + r * n);
+  // In each thread's part, a stamp of about 4 KiB of rows, then the stamp copied block by block: a few
+  // copies of a size that memcpy moves fastest, instead of one short call per row.
+  const int64_t stamp_rows = std::max<int64_t>(4096 / static_cast<int64_t>(n * sizeof(T)), 1);
+  parallel_for(rows, grain_for_elements(n), [&](int64_t first, int64_t last) {
+    T* part = out + first * n;
+    const int64_t count = last - first, stamp = std::min(stamp_rows, count);
+    for (int64_t r = 0; r < stamp; ++r) std::copy(row, row + n, part + r * n);
+    for (int64_t r = stamp; r < count; r += stamp) std::copy(part, part + std::min(stamp, count - r) * n, part + r * n);
+  });
 }
 
 template void repeat_row<float>(const float*, float*, int64_t, int64_t);

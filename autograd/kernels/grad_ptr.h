@@ -55,6 +55,7 @@ GradPtr<T, GradMode::assign> assign_to(T* p) {
 template <class T>
 struct NoGrad {
   using value_type = T;
+  NoGrad operator+(int64_t) const { return *this; }
 };
 
 }  // namespace tapegrad

@@ -7,6 +7,7 @@
 #include "autograd/ops/layernorm.h"
 
 #include "autograd/kernels/layernorm.h"
+#include "autograd/parallel.h"
 #include "autograd/ops/views.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
@@ -34,16 +35,28 @@ struct LayerNormNode : NodeOf<LayerNormNode> {
     if (!(dy.shape() == xv.shape()))
       throw AutogradError(cat(kName, " backward: dy ", dy.shape(), " vs x ", xv.shape()));
     const int64_t C = xv.shape().back(), rows = C > 0 ? xv.numel() / C : 0;
-    // One pass over the rows adds into dx and sums dw and db over the rows (in double, per-thread
-    // scratch); those are added last.
+    // One pass over the rows adds into dx and sums dw and db over the rows (in double, in the caller's
+    // scratch); those are added last. Threads take parts of the rows, each part summing dw and db over
+    // its own rows; the parts' sums are added in part order (the same for the same thread count).
+    const int64_t parts = std::clamp<int64_t>(rows * C / kElementsPerRange, 1, num_threads());
     struct Sums;
-    double* dw_sum = ctx.needs_grad(1) ? scratch<double, Sums>(2 * C) : nullptr;
-    double* db_sum = ctx.needs_grad(2) ? scratch<double, Sums>(2 * C) + C : nullptr;
+    double* sums = scratch<double, Sums>(2 * C * parts);  // part p: dw at 2·C·p, db at 2·C·p + C
     auto pass = [&](auto dx) {
       using T = typename decltype(dx)::value_type;
-      layer_norm_rows_backward(xv.data<T>(), dy.data<T>(), wv.defined() ? wv.data<T>() : nullptr,
-                               mean.data<double>(), rstd.data<double>(), rows, C, dx, dw_sum, db_sum);
+      const T *px = xv.data<T>(), *pdy = dy.data<T>(), *pw = wv.defined() ? wv.data<T>() : nullptr;
+      parallel_for(parts, 1, [&](int64_t first, int64_t last) {
+        for (int64_t p = first; p < last; ++p) {
+          const int64_t r0 = rows * p / parts, r1 = rows * (p + 1) / parts;
+          double* part_sums = sums + 2 * C * p;
+          layer_norm_rows_backward(px + r0 * C, pdy + r0 * C, pw, mean.data<double>() + r0, rstd.data<double>() + r0,
+                                   r1 - r0, C, dx + r0 * C, ctx.needs_grad(1) ? part_sums : nullptr,
+                                   ctx.needs_grad(2) ? part_sums + C : nullptr);
+        }
+      });
+      for (int64_t p = 1; p < parts; ++p)
+        for (int64_t k = 0; k < 2 * C; ++k) sums[k] += sums[2 * C * p + k];
     };
+    const double *dw_sum = sums, *db_sum = sums + C;
     if (ctx.needs_grad(0)) ctx.add_into(0, pass);
     else dispatch_float(xv.dtype(), kName, [&](auto tag) { pass(NoGrad<decltype(tag)>{}); });
     ctx.add_into(1, [&](auto dw) {
@@ -85,8 +98,12 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   Tensor y = empty(x.shape(), x.dtype());
   dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
     using T = decltype(tag);
-    layer_norm_rows(xc.data<T>(), wc.defined() ? wc.data<T>() : nullptr, bc.defined() ? bc.data<T>() : nullptr,
-                    y.data<T>(), mean.data<double>(), rstd.data<double>(), rows, C, eps);
+    const T *px = xc.data<T>(), *pw = wc.defined() ? wc.data<T>() : nullptr, *pb = bc.defined() ? bc.data<T>() : nullptr;
+    T* py = y.data<T>();
+    parallel_for(rows, grain_for_elements(C), [&](int64_t first, int64_t last) {  // rows are independent
+      layer_norm_rows(px + first * C, pw, pb, py + first * C, mean.data<double>() + first, rstd.data<double>() + first,
+                      last - first, C, eps);
+    });
   });
   if (auto* node = record<LayerNormNode>(y, x, weight, bias)) {
     node->x = xc;

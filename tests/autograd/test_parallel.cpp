@@ -96,3 +96,35 @@ TEST_CASE("matmul and attention-style batches: 1 and 4 threads agree (float32, r
   CHECK(max_abs_diff(one, four) <= 1e-5 * max_abs_diff(one, zeros_like(one)));
   CHECK(max_abs_diff(one_batched, four_batched) <= 1e-5 * max_abs_diff(one_batched, zeros_like(one_batched)));
 }
+
+TEST_CASE("row kernels split across threads: maps are bit-identical on 1 and 3 threads, LayerNorm's sums agree") {
+  // Sizes above the split threshold (grain_for_elements), with a broadcast operand, a transposed view, a
+  // single long row and rows summed into a bias-shaped gradient.
+  Generator gen(11);
+  const Tensor x = randn({96, 40, 33}, gen).requires_grad_(), bias = randn({33}, gen).requires_grad_();
+  const Tensor other = randn({33, 40, 96}, gen);
+  const Tensor w = randn({33}, gen).requires_grad_(), b = randn({33}, gen).requires_grad_();
+  struct Results {
+    Tensor out, dx, dbias, dw, db;
+  };
+  const auto run = [&](int threads) {
+    ThreadCount count(threads);
+    for (Tensor t : {x, bias, w, b}) t.zero_grad();
+    const Tensor y = gelu(x * 1.5 + bias) + transpose(other, 0, 2);   // maps, broadcast, a strided operand
+    const Tensor z = layer_norm(y, w, b, 1e-5) * y;                    // LayerNorm rows, a product's backward
+    const Tensor r = randn(z.shape(), gen);
+    backward(sum(z * r));
+    return Results{z.detach(), x.grad().clone(), bias.grad().clone(), w.grad().clone(), b.grad().clone()};
+  };
+  const Generator::State seed = gen.state();
+  const Results one = run(1);
+  gen.set_state(seed);
+  const Results three = run(3);
+  CHECK(max_abs_diff(one.out, three.out) == 0);  // each element computed as serially
+  CHECK(max_abs_diff(one.dx, three.dx) == 0);
+  // bias sums its rows by columns, each column by one thread in row order: the same sums
+  CHECK(max_abs_diff(one.dbias, three.dbias) == 0);
+  // LayerNorm's dw and db add per-thread partial sums (in double): equal to float32 rounding
+  CHECK(max_abs_diff(one.dw, three.dw) <= 1e-5 * max_abs_diff(one.dw, zeros_like(one.dw)));
+  CHECK(max_abs_diff(one.db, three.db) <= 1e-5 * max_abs_diff(one.db, zeros_like(one.db)));
+}
