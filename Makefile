@@ -9,7 +9,7 @@ PACKAGES   := cmake g++ make libopenblas-dev catch2 libcli11-dev nlohmann-json3-
 TEST_PACKAGES := $(PACKAGES) libopenmpi-dev openmpi-bin iproute2
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps test-deps build demo test test-asan install soak fuzz bench bench-mpi clean
+.PHONY: all deps test-deps build demo test test-asan install soak fuzz bench bench-products bench-mpi clean
 
 all: build
 
@@ -87,6 +87,14 @@ fuzz:
 # runs when /usr/bin/python3 has Debian's python3-torch. An OPENBLAS_CORETYPE in your environment is obeyed.
 bench: build
 	/usr/bin/python3 bench/compare.py ./$(BUILD)/tapegrad
+
+# The matrix products of a small and a medium training step through OpenBLAS and through oneDNN (Debian's
+# libdnnl-dev), on one thread and two (bench/products.cpp, docs/performance.md "Product libraries").
+bench-products:
+	@$(MAKE) --no-print-directory deps PACKAGES="$(PACKAGES) libdnnl-dev"
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	cmake --build $(BUILD) --target bench_products -j $(JOBS)
+	./$(BUILD)/bench_products
 
 # Data-parallel scaling (not part of `make test`): `mpirun -np N tapegrad train` for N = 1, 2, 4 on the small
 # and medium models, and the communication cost projected to more ranks and real networks

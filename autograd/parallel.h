@@ -36,17 +36,18 @@ class RangeFn {
 void parallel_for(int64_t n, int64_t grain, RangeFn fn);
 
 /// The grain for items of about `flops` floating-point operations each: enough items per range for about
-/// 300 µs of one core's work. Waking a sleeping worker costs tens of µs on these virtual machines, and a
-/// split product loses some of the BLAS's efficiency: with 8 MFLOP ranges the default model trained 20%
-/// slower on two threads than on one, and the `small` bench model's 25 MFLOP halves were no faster split
-/// than whole; the medium model still splits every product (docs/performance.md).
+/// 2 MFLOP (some 20 µs of one core). The pool's workers spin between the jobs of a step, so a job costs
+/// about a microsecond to hand out, and a product split in two keeps nearly all of the BLAS's speed down
+/// to that size. Measured on 2 cores (docs/performance.md): at 2 MFLOP, with the row kernels split too,
+/// the `small` bench model trains 1.5-1.9x faster on two threads than on one and the demo model 1.3x;
+/// at 64 MFLOP (the earlier grain, when the row kernels ran on one thread) neither split at all.
 inline int64_t grain_for_flops(int64_t flops) {
   constexpr int64_t kFlopsPerRange = 2'000'000;
   return flops >= kFlopsPerRange ? 1 : kFlopsPerRange / (flops > 0 ? flops : 1);
 }
 
 /// The grain for memory-bound items (elementwise maps, row kernels) of `elements` elements each: about
-/// kElementsPerRange elements a range.
+/// kElementsPerRange elements a range (tens of microseconds of loads and stores).
 inline constexpr int64_t kElementsPerRange = 16'384;
 inline int64_t grain_for_elements(int64_t elements) {
   return elements >= kElementsPerRange ? 1 : kElementsPerRange / (elements > 0 ? elements : 1);
