@@ -74,14 +74,14 @@ Tensor map2(const Tensor& a, const Tensor& b, const char* op, F f) {
       return;
     }
     parallel_for_each_row<3>(shape, {out.strides(), broadcast_strides(a, shape), broadcast_strides(b, shape)},
-                    [&](auto off, int64_t n, auto step) {
-                      T* o = po + off[0];
-                      const T *x = pa + off[1], *y = pb + off[2];
-                      if (step[1] == 1 && step[2] == 1)
-                        for (int64_t k = 0; k < n; ++k) o[k] = f(x[k], y[k]);
-                      else
-                        for (int64_t k = 0; k < n; ++k) o[k] = f(x[k * step[1]], y[k * step[2]]);
-                    });
+                             [&](auto off, int64_t n, auto step) {
+                               T* o = po + off[0];
+                               const T *x = pa + off[1], *y = pb + off[2];
+                               if (step[1] == 1 && step[2] == 1)
+                                 for (int64_t k = 0; k < n; ++k) o[k] = f(x[k], y[k]);
+                               else
+                                 for (int64_t k = 0; k < n; ++k) o[k] = f(x[k * step[1]], y[k * step[2]]);
+                             });
   });
   return out;
 }
@@ -98,16 +98,16 @@ void add_map2(BackwardContext& ctx, size_t k, const Tensor& u, const Tensor& v, 
     using T = typename decltype(dx)::value_type;
     const T *pu = u.data<T>(), *pv = v.data<T>();
     const auto rows = [&](auto off, int64_t n, auto step) {
-                      auto d = dx + off[0];
-                      const T *x = pu + off[1], *y = pv + off[2];
-                      if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
-                        for (int64_t i = 0; i < n; ++i) d[i] += f(x[i], y[i]);
-                      } else if (step[0] == 1 && step[1] == 1 && step[2] == 0) {  // v constant along the row
-                        const T y0 = y[0];
-                        for (int64_t i = 0; i < n; ++i) d[i] += f(x[i], y0);
-                      } else {
-                        for (int64_t i = 0; i < n; ++i) d[i * step[0]] += f(x[i * step[1]], y[i * step[2]]);
-                      }
+      auto d = dx + off[0];
+      const T *x = pu + off[1], *y = pv + off[2];
+      if (step[0] == 1 && step[1] == 1 && step[2] == 1) {
+        for (int64_t i = 0; i < n; ++i) d[i] += f(x[i], y[i]);
+      } else if (step[0] == 1 && step[1] == 1 && step[2] == 0) {  // v constant along the row
+        const T y0 = y[0];
+        for (int64_t i = 0; i < n; ++i) d[i] += f(x[i], y0);
+      } else {
+        for (int64_t i = 0; i < n; ++i) d[i * step[0]] += f(x[i * step[1]], y[i * step[2]]);
+      }
     };
     const std::array<Shape, 3> strides{broadcast_strides(dx.tensor, shape), broadcast_strides(u, shape),
                                        broadcast_strides(v, shape)};
