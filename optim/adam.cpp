@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "autograd/parallel.h"
+
 namespace tapegrad::optim {
 
 namespace {
@@ -97,12 +99,15 @@ void Adam::update(size_t i, const Tensor& grad) {
     const T* g = grad.data<T>();
     T* m = exp_avg_[i].data<T>();
     T* v = exp_avg_sq_[i].data<T>();
-    const int64_t n = p.numel();
-    switch (decay) {
-      case Decay::none: adam_kernel<Decay::none>(c, n, w, g, m, v); break;
-      case Decay::l2: adam_kernel<Decay::l2>(c, n, w, g, m, v); break;
-      case Decay::decoupled: adam_kernel<Decay::decoupled>(c, n, w, g, m, v); break;
-    }
+    // Elements are independent: threads take ranges of them (the same arithmetic as on one thread).
+    parallel_for(p.numel(), grain_for_elements(1), [&](int64_t begin, int64_t end) {
+      const int64_t n = end - begin;
+      switch (decay) {
+        case Decay::none: adam_kernel<Decay::none>(c, n, w + begin, g + begin, m + begin, v + begin); break;
+        case Decay::l2: adam_kernel<Decay::l2>(c, n, w + begin, g + begin, m + begin, v + begin); break;
+        case Decay::decoupled: adam_kernel<Decay::decoupled>(c, n, w + begin, g + begin, m + begin, v + begin); break;
+      }
+    });
   });
 }
 

@@ -34,28 +34,31 @@ void for_each_id(const Tensor& ids, Body&& body) {
 void add_selected(BackwardContext& ctx, size_t k, const Tensor& dout, const Tensor& mask, bool keep) {
   if (!ctx.needs_grad(k)) return;
   const Shape& shape = dout.shape();
+  const bool each_once = ctx.input_shape(k) == shape;
   ctx.add_into(k, [&](auto dx) {
     using T = typename decltype(dx)::value_type;
     const T* pg = dout.data<T>();
     const bool* pm = mask.data<bool>();
-    for_each_row<3>(shape, {broadcast_strides(dx.tensor, shape), dout.strides(), broadcast_strides(mask, shape)},
-                    [&](auto off, int64_t n, auto step) {
-                      const auto d = dx + off[0];
-                      const T* g = pg + off[1];
-                      const bool* m = pm + off[2];
-                      if (step[0] == 1 && step[1] == 1 && step[2] == 1) {  // contiguous rows
-                        // a select with g read unconditionally and the mask read as bytes: vectorises
-                        const auto* mb = reinterpret_cast<const unsigned char*>(m);
-                        const unsigned char want = keep ? 1 : 0;
-                        for (int64_t i = 0; i < n; ++i) {
-                          const T v = g[i];
-                          d[i] += (mb[i] != 0) == want ? v : T(0);
-                        }
-                      } else {
-                        for (int64_t i = 0; i < n; ++i) d[i * step[0]] += m[i * step[2]] == keep ? g[i * step[1]] : T(0);
-                      }
-                    });
-  }, ctx.input_shape(k) == shape ? Adds::each_once : Adds::scattered);
+    const auto rows = [&](auto off, int64_t n, auto step) {
+      const auto d = dx + off[0];
+      const T* g = pg + off[1];
+      const bool* m = pm + off[2];
+      if (step[0] == 1 && step[1] == 1 && step[2] == 1) {  // contiguous rows
+        // a select with g read unconditionally and the mask read as bytes: vectorises
+        const auto* mb = reinterpret_cast<const unsigned char*>(m);
+        const unsigned char want = keep ? 1 : 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const T v = g[i];
+          d[i] += (mb[i] != 0) == want ? v : T(0);
+        }
+      } else {
+        for (int64_t i = 0; i < n; ++i) d[i * step[0]] += m[i * step[2]] == keep ? g[i * step[1]] : T(0);
+      }
+    };
+    const std::array<Shape, 3> strides{broadcast_strides(dx.tensor, shape), dout.strides(), broadcast_strides(mask, shape)};
+    if (each_once) parallel_for_each_row<3>(shape, strides, rows);  // disjoint elements of dx
+    else for_each_row<3>(shape, strides, rows);
+  }, each_once ? Adds::each_once : Adds::scattered);
 }
 
 void require_bool(const Tensor& mask, const char* op, const char* what) {
@@ -162,23 +165,23 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     const bool* pm = mask.data<bool>();
     T* po = out.data<T>();
     const Shape& shape = x.shape();
-    for_each_row<3>(shape, {out.strides(), x.strides(), broadcast_strides(mask, shape)},
-                    [&](auto off, int64_t n, auto step) {
-                      T* o = po + off[0];
-                      const T* in = px + off[1];
-                      if (step[0] == 1 && step[1] == 1 && step[2] == 1) {  // contiguous rows
-                        // A select with both sides read, and the mask read as bytes (GCC vectorises
-                        // neither a conditional load nor a bool load).
-                        const auto* m = reinterpret_cast<const unsigned char*>(pm + off[2]);
-                        for (int64_t k = 0; k < n; ++k) {
-                          const T v = in[k];
-                          o[k] = m[k] ? fill : v;
-                        }
-                      } else {
-                        const bool* m = pm + off[2];
-                        for (int64_t k = 0; k < n; ++k) o[k * step[0]] = m[k * step[2]] ? fill : in[k * step[1]];
-                      }
-                    });
+    parallel_for_each_row<3>(shape, {out.strides(), x.strides(), broadcast_strides(mask, shape)},
+                             [&](auto off, int64_t n, auto step) {
+                               T* o = po + off[0];
+                               const T* in = px + off[1];
+                               if (step[0] == 1 && step[1] == 1 && step[2] == 1) {  // contiguous rows
+                                 // A select with both sides read, and the mask read as bytes (GCC vectorises
+                                 // neither a conditional load nor a bool load).
+                                 const auto* m = reinterpret_cast<const unsigned char*>(pm + off[2]);
+                                 for (int64_t k = 0; k < n; ++k) {
+                                   const T v = in[k];
+                                   o[k] = m[k] ? fill : v;
+                                 }
+                               } else {
+                                 const bool* m = pm + off[2];
+                                 for (int64_t k = 0; k < n; ++k) o[k * step[0]] = m[k * step[2]] ? fill : in[k * step[1]];
+                               }
+                             });
   });
   if (auto* node = record<MaskedFillNode>(out, x)) node->mask = mask;
   return out;
