@@ -1,11 +1,11 @@
 // `make bench-products`: the matrix products of one training step of the `small` and `medium` bench
-// models, each through OpenBLAS and through oneDNN's matmul, on one thread and on two, to choose the
+// models, each through OpenBLAS's cblas_sgemm and through oneDNN's dnnl_sgemm, on one thread and on two, to choose the
 // library (and a threshold per shape) by measurement (docs/performance.md, "Product libraries").
 //
 // For each linear layer of the model (q|k|v projection, output projection, feed-forward in and out) the
 // three products of its step: forward Y = X Wᵀ, dX = dY W, dW = dYᵀ X; and one attention head's two
 // forward products S = Q Kᵀ and O = P V. Columns, each the best of 7 runs, in GFLOP/s:
-//   1 thread:  OpenBLAS | oneDNN (primitive created once, its OpenMP team set to 1 thread)
+//   1 thread:  OpenBLAS | oneDNN (its OpenMP team held to 1 thread)
 //   2 threads: OpenBLAS split in two by the caller on tapegrad's pool, as tapegrad does (each half of the
 //              rows one single-threaded call) | oneDNN split the same way
 // (oneDNN's own OpenMP team is not measured: a second owner of the cores beside tapegrad's pool.)
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include <oneapi/dnnl/dnnl.hpp>
+#include <oneapi/dnnl/dnnl.h>
 
 #include "autograd/parallel.h"
 
@@ -63,27 +63,12 @@ double best_seconds(const std::function<void()>& run, double flops) {
   return best;
 }
 
-/// oneDNN's matmul for a row-major product with these transposes (leading dims of the unsplit product).
-struct OneDnnProduct {
-  dnnl::matmul primitive;
-  dnnl::memory a, b, c;
-  OneDnnProduct(const dnnl::engine& engine, const Product& p, int64_t rows, const float* a_data, const float* b_data,
-                float* c_data) {
-    using dnnl::memory;
-    const int64_t lda = p.trans_a ? p.m : p.k, ldb = p.trans_b ? p.k : p.n;
-    const memory::desc a_md({rows, p.k}, memory::data_type::f32, p.trans_a ? memory::dims{1, lda} : memory::dims{lda, 1});
-    const memory::desc b_md({p.k, p.n}, memory::data_type::f32, p.trans_b ? memory::dims{1, ldb} : memory::dims{ldb, 1});
-    const memory::desc c_md({rows, p.n}, memory::data_type::f32, memory::dims{p.n, 1});
-    primitive = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), engine));
-    a = memory(a_md, engine, const_cast<float*>(a_data));
-    b = memory(b_md, engine, const_cast<float*>(b_data));
-    c = memory(c_md, engine, c_data);
-  }
-  void run(dnnl::stream& stream) {
-    primitive.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
-    stream.wait();
-  }
-};
+void onednn(const Product& p, int64_t first, int64_t rows, const float* a, const float* b, float* c) {
+  omp_set_num_threads(1);  // this thread alone, as tapegrad calls it (the pool's worker included)
+  const int64_t lda = p.trans_a ? p.m : p.k, ldb = p.trans_b ? p.k : p.n;
+  dnnl_sgemm(p.trans_a ? 'T' : 'N', p.trans_b ? 'T' : 'N', rows, p.n, p.k, 1.f, p.trans_a ? a + first : a + first * lda,
+             lda, b, ldb, 0.f, c + first * p.n, p.n);
+}
 
 void openblas(const Product& p, int64_t first, int64_t rows, const float* a, const float* b, float* c) {
   const int64_t lda = p.trans_a ? p.m : p.k, ldb = p.trans_b ? p.k : p.n;
@@ -98,42 +83,27 @@ void split_in_two(const std::function<void(int)>& part) {
   });
 }
 
-/// This thread's oneDNN stream, with its OpenMP team set to one thread (a part of a split product).
-dnnl::stream& single_threaded_stream(const dnnl::engine& engine) {
-  thread_local dnnl::stream stream = [&] {
-    omp_set_num_threads(1);
-    return dnnl::stream(engine);
-  }();
-  return stream;
-}
-
 }  // namespace
 
 int main() {
   tapegrad::set_num_threads(2);  // sets OpenBLAS's own pool to one thread, as in training
-  omp_set_num_threads(1);        // and oneDNN's team on this thread
-  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  omp_set_num_threads(1);        // and oneDNN's OpenMP team on this thread
   std::vector<Product> products = step_products("small", 64 * 32, 64, 128, 32, 16);
   for (const Product& p : step_products("medium", 32 * 128, 256, 1024, 128, 32)) products.push_back(p);
   std::vector<float> a(1 << 22, 0.5f), b(1 << 22, 0.25f), c(1 << 22);
-  std::printf("%-40s %9s %9s | %9s %9s   GFLOP/s: 1 thread | 2 threads\n", "product (m×n×k)", "OpenBLAS", "oneDNN",
+  std::printf("%-40s %9s %9s | %9s %9s   GFLOP/s: 1 thread | 2 threads\n", "product (m x n x k)", "OpenBLAS", "oneDNN",
               "OpenBLAS", "oneDNN");
   for (const Product& p : products) {
     const int64_t half = p.m / 2;
-    OneDnnProduct whole(engine, p, p.m, a.data(), b.data(), c.data());
-    OneDnnProduct first(engine, p, half, a.data(), b.data(), c.data());
-    const int64_t offset_a = p.trans_a ? half : half * (p.trans_a ? p.m : p.k);
-    OneDnnProduct second(engine, p, p.m - half, a.data() + offset_a, b.data(), c.data() + half * p.n);
-    dnnl::stream& stream = single_threaded_stream(engine);
     const double flops = p.flops();
     const double blas_one = best_seconds([&] { openblas(p, 0, p.m, a.data(), b.data(), c.data()); }, flops);
-    const double dnn_one = best_seconds([&] { whole.run(stream); }, flops);
-    const double blas_split = best_seconds([&] {
-      split_in_two([&](int part) { openblas(p, part ? half : 0, part ? p.m - half : half, a.data(), b.data(), c.data()); });
-    }, flops);
-    const double dnn_split = best_seconds([&] {
-      split_in_two([&](int part) { (part ? second : first).run(single_threaded_stream(engine)); });
-    }, flops);
+    const double dnn_one = best_seconds([&] { onednn(p, 0, p.m, a.data(), b.data(), c.data()); }, flops);
+    const auto split = [&](auto product) {
+      return best_seconds([&] {
+        split_in_two([&](int part) { product(p, part ? half : 0, part ? p.m - half : half, a.data(), b.data(), c.data()); });
+      }, flops);
+    };
+    const double blas_split = split(openblas), dnn_split = split(onednn);
     const std::string name = p.name + " (" + std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k) + ")";
     std::printf("%-40s %9.1f %9.1f | %9.1f %9.1f\n", name.c_str(), flops / blas_one / 1e9, flops / dnn_one / 1e9,
                 flops / blas_split / 1e9, flops / dnn_split / 1e9);
