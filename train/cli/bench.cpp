@@ -379,16 +379,13 @@ std::string describe(const BenchResult& r) {
                 static_cast<long long>(c.d_ff), static_cast<long long>(c.layers), static_cast<long long>(c.seq),
                 static_cast<long long>(c.batch), static_cast<long long>(r.parameters), r.steps_per_second,
                 r.tokens_per_second, r.gflops, step_flops(c) / 1e9, 100 * r.utilisation, r.peak_gflops,
-                r.cpu.model.c_str(), r.cpu.vector_bits, r.cpu.instruction_set.c_str(), r.threads, r.threads == 1 ? "" : "s", r.blas.c_str(), r.kernels.c_str(), r.peak_rss_mib, heap.c_str(), r.storage_mappings_per_step);
+                r.cpu.model.c_str(), r.cpu.vector_bits, r.cpu.instruction_set.c_str(), r.threads, r.threads == 1 ? "" : "s",
+                r.blas.c_str(), r.kernels.c_str(), r.peak_rss_mib, heap.c_str(), r.storage_mappings_per_step);
   std::string out = text;
   if (!r.blas_advice.empty()) out += "  note: " + r.blas_advice + "\n";
   if (!r.profile.empty()) out += describe_profile(r);
   return out;
 }
-
-}  // namespace tapegrad
-
-namespace tapegrad {
 
 std::string describe_profile(const BenchResult& r) {
   const double steps = static_cast<double>(r.profiled_steps), step_ms = 1e3 * r.profiled_seconds / steps;
@@ -396,8 +393,10 @@ std::string describe_profile(const BenchResult& r) {
   std::sort(rows.begin(), rows.end(), [](const OpTimes& a, const OpTimes& b) {
     return a.forward_seconds + a.backward_seconds > b.forward_seconds + b.backward_seconds;
   });
-  std::string out = cat("  profile of ", r.profiled_steps, " steps: ", step_ms, " ms a step (times per step)\n");
   char line[256];
+  std::snprintf(line, sizeof line, "  profile of %lld steps: %.2f ms a step (times per step)\n",
+                static_cast<long long>(r.profiled_steps), step_ms);
+  std::string out = line;
   std::snprintf(line, sizeof line, "  %-24s %7s %10s %11s %9s %6s %9s\n", "op", "calls", "forward ms", "backward ms",
                 "total ms", "share", "GFLOP/s");
   out += line;
@@ -406,7 +405,8 @@ std::string describe_profile(const BenchResult& r) {
     const double forward = 1e3 * op.forward_seconds / steps, backward = 1e3 * op.backward_seconds / steps;
     const double total = forward + backward;
     booked += total;
-    const std::string gflops = op.flops > 0 ? cat(static_cast<int64_t>(op.flops / (op.forward_seconds + op.backward_seconds) / 1e9 + 0.5)) : "";
+    const double seconds = op.forward_seconds + op.backward_seconds;
+    const std::string gflops = op.flops > 0 ? cat(static_cast<int64_t>(op.flops / seconds / 1e9 + 0.5)) : "";
     std::snprintf(line, sizeof line, "  %-24s %7.1f %10.3f %11.3f %9.3f %5.1f%% %9s\n", op.name.c_str(),
                   static_cast<double>(op.calls) / steps, forward, backward, total, 100 * total / step_ms, gflops.c_str());
     out += line;
