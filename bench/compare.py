@@ -5,7 +5,8 @@ Runs `tapegrad bench --json` (small and medium), then the PyTorch twin (bench/tr
 each configuration under every setting PyTorch users reach for that this CPU can run: 1 and 2 threads x
 OPENBLAS_CORETYPE unset, Haswell (with AVX2) and SkylakeX (with AVX-512), each in a fresh process (the
 variable is read when OpenBLAS loads), keeping PyTorch's best. A setting that fails anyway is reported in
-one line and skipped. Last, the peak resident memory of a `tapegrad train` run of the medium model (validation
+one line and skipped. Then small's speed-up on every core against one thread (`tapegrad bench --scaling`:
+chunks on each alternated, the median ratio). Last, the peak resident memory of a `tapegrad train` run of the medium model (validation
 included) against the twin's peak on the medium model. Ratios come from one run of each: the machine is
 shared, so compare ratios, not absolute rates. docs/performance.md explains the columns.
 
@@ -126,6 +127,10 @@ def main():
               f"{r['heap_allocations_per_step']} heap allocations per step")
         if r["blas_advice"]:
             print(f"  note: {r['blas_advice']}")
+
+    scaling = json.loads(run([tapegrad, "bench", "--config", "small", "--scaling", "--json"]).strip().splitlines()[-1])
+    print(f"tapegrad small on {scaling['threads']} threads against 1: {scaling['thread_scaling']:.2f}x "
+          f"(the median of alternated chunk pairs)")
 
     with tempfile.TemporaryDirectory() as run_dir:
         train_rss = run_with_peak([tapegrad, "train", "--task", "majority", "--min-len", "128", "--max-len", "128",

@@ -386,11 +386,13 @@ TEST_CASE("train: cli a model without encoder layers trains and its checkpoint l
 TEST_CASE("cli: bench --profile books the step to its ops, and their products add up to the step's FLOPs") {
   TempDir dir("tapegrad_test_cli");
   const Result r = run_cli(dir, "bench --config small --d-model 16 --heads 2 --ff 32 --layers 2 --context-length 8 "
-                                "--batch-size 4 --warmup 1 --steps 4 --threads 1 --profile --json");
+                                "--batch-size 4 --warmup 1 --steps 4 --threads 2 --profile --scaling --json");
   INFO("stderr: " << r.err);
   REQUIRE(r.exit_code == 0);
   const json j = json::parse(lines_of(r.out).at(0));
   CHECK(!j.at("cpu").get<std::string>().empty());
+  CHECK(j.at("thread_scaling").get<double>() > 0);  // 2 threads against 1 (a ratio: no bound on a shared machine)
+  CHECK(j.at("threads") == 2);                      // the pool is left at --threads
   CHECK((j.at("vector_bits") == 128 || j.at("vector_bits") == 256 || j.at("vector_bits") == 512));
   const json& profile = j.at("profile");
   CHECK(profile.at("steps") == 4);
@@ -453,6 +455,8 @@ TEST_CASE("cli: bench --json gives one line of sane figures per configuration, a
 #endif
     CHECK(j.at("peak_rss_mib").get<double>() > 0);
     CHECK(!j.at("blas_kernels").get<std::string>().empty());
+    CHECK(j.at("profile").is_null());  // only with --profile
+    CHECK(j.at("thread_scaling").is_null());  // only with --scaling
   }
   require_one_line_error(run_cli(dir, "bench --config huge"), "unknown configuration 'huge'");
   require_one_line_error(run_cli(dir, "bench --config small --context-length 2"), "--context-length must be in [4, ");

@@ -228,6 +228,27 @@ double measure_fma_peak_gflops(int threads) {
   return best;
 }
 
+/// Rate on c.threads ÷ rate on one thread: chunks of `chunk` steps on each, alternated `repeats` times,
+/// the median of the pairs' ratios. Each pair sees the same minute of a shared machine, which a ratio
+/// of two separate runs does not. Leaves the pool at c.threads.
+template <class Step>
+double thread_scaling(Step& step, int64_t chunk, const BenchConfig& c) {
+  const auto rate = [&](int threads) {
+    start_threads(threads);
+    step();  // the first step on a new pool makes its threads' scratch
+    const auto start = Clock::now();
+    for (int64_t i = 0; i < chunk; ++i) step();
+    return static_cast<double>(chunk) / seconds_since(start);
+  };
+  std::vector<double> ratios;
+  for (int64_t r = 0; r < c.repeats; ++r) {
+    const double one = rate(1);
+    ratios.push_back(rate(c.threads) / one);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  return ratios[ratios.size() / 2];
+}
+
 BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
   validate(c);
   start_threads(c.threads);
@@ -287,6 +308,7 @@ BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
   std::sort(rates.begin(), rates.end());
 
   BenchResult r;
+  if (c.scaling) r.thread_scaling = thread_scaling(step, chunk, c);
   if (c.profile) {  // after the counted steps: the profile's table allocates
     r.profiled_steps = c.steps;
     start_profile();
@@ -361,7 +383,8 @@ nlohmann::json to_json(const BenchResult& r) {
           {"cpu", r.cpu.model},
           {"vector_bits", r.cpu.vector_bits},
           {"instruction_set", r.cpu.instruction_set},
-          {"profile", profile_json(r)}};
+          {"profile", profile_json(r)},
+          {"thread_scaling", c.scaling ? nlohmann::json(r.thread_scaling) : nlohmann::json()}};
 }
 
 std::string describe(const BenchResult& r) {
@@ -383,6 +406,12 @@ std::string describe(const BenchResult& r) {
                 r.blas.c_str(), r.kernels.c_str(), r.peak_rss_mib, heap.c_str(), r.storage_mappings_per_step);
   std::string out = text;
   if (!r.blas_advice.empty()) out += "  note: " + r.blas_advice + "\n";
+  if (c.scaling) {
+    std::snprintf(text, sizeof text, "  %d threads against 1: %.2fx (median of %lld alternated pairs of %lld-step chunks)\n",
+                  r.threads, r.thread_scaling, static_cast<long long>(c.repeats),
+                  static_cast<long long>(std::max<int64_t>(1, c.steps / c.repeats)));
+    out += text;
+  }
   if (!r.profile.empty()) out += describe_profile(r);
   return out;
 }

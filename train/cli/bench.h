@@ -18,6 +18,7 @@ struct BenchConfig {
   int64_t warmup = 20, steps = 200, repeats = 5;
   int threads = 0;  // 0: every core
   bool profile = false;  // after the timed steps, as many again profiled (profile.h)
+  bool scaling = false;  // after the timed steps, chunks on 1 thread and on `threads` alternated
 };
 
 /// Adds a named configuration (`bench --config <name>`); an empty name or one registered before is a
@@ -66,6 +67,7 @@ struct BenchResult {
   std::string blas, kernels, blas_advice;
   CpuInfo cpu;
   std::vector<OpTimes> profile;  // with config.profile: the profiled steps' rows, summed
+  double thread_scaling = 0;     // with config.scaling: rate on `threads` ÷ rate on 1, the median pair
   int64_t profiled_steps = 0;
   double profiled_seconds = 0;   // the profiled steps' wall time
 };

@@ -55,6 +55,9 @@ void add_bench(CLI::App& app, BenchFlags& f) {
   cmd->add_flag("--profile", f.profile,
                 "Then time the step op by op: a table of each op's forward and backward time, calls, share of "
                 "the step and GFLOP/s");
+  cmd->add_flag("--scaling", f.scaling,
+                "Then alternate chunks of steps on one thread and on --threads: the speed-up, as the median of "
+                "the pairs' ratios");
   cmd->callback([&f, overrides, cmd] {
     // Every configuration is built and checked before any is measured: a bad value in the second must not
     // be found after the first has run.
@@ -67,6 +70,7 @@ void add_bench(CLI::App& app, BenchFlags& f) {
         config.repeats = std::min<int64_t>(config.repeats, std::max<int64_t>(f.steps, 1));
       config.threads = f.threads;
       config.profile = f.profile;
+      config.scaling = f.scaling;
       validate(config);
       configs.push_back(config);
     }

@@ -11,7 +11,7 @@ struct BenchFlags {
   std::vector<std::string> configs{"small", "medium"};
   int64_t d_model = 0, heads = 0, d_ff = 0, layers = 0, seq = 0, batch = 0, warmup = 0, steps = 0;  // when given
   int threads = 0;
-  bool json = false, profile = false;
+  bool json = false, profile = false, scaling = false;
 };
 
 void add_bench(CLI::App& app, BenchFlags& flags);
