@@ -6,17 +6,17 @@ each configuration under every setting PyTorch users reach for that this CPU can
 OPENBLAS_CORETYPE unset, Haswell (with AVX2) and SkylakeX (with AVX-512), each in a fresh process (the
 variable is read when OpenBLAS loads), keeping PyTorch's best. A setting that fails anyway is reported in
 one line and skipped. Then small's speed-up on every core against one thread (`tapegrad bench --scaling`:
-chunks on each alternated, the median ratio). Last, the peak resident memory of a `tapegrad train` run of the medium model (validation
-included) against the twin's peak on the medium model. Ratios come from one run of each: the machine is
+chunks on each alternated, the median ratio). Last, the peak resident memory of a `tapegrad train` run of
+the medium model (validation included) against the twin's peak on the medium model. Ratios come from one run of each: the machine is
 shared, so compare ratios, not absolute rates. docs/performance.md explains the columns.
 
     /usr/bin/python3 bench/compare.py path/to/tapegrad
 """
 import json
 import os
+import signal
 import subprocess
 import sys
-import signal
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -141,10 +141,10 @@ def main():
     if not have_torch:
         return
 
+    settings = pytorch_settings(cpu_flags())
+    theirs = {config: pytorch_best(config, settings) for config in CONFIGS}  # a skipped setting: one line each
     print()
     print(f"{'config':8} {'tapegrad steps/s':>17} {'PyTorch best':>13} {'ratio':>6}  {'MFU':>6}  PyTorch's best setting")
-    settings = pytorch_settings(cpu_flags())
-    theirs = {config: pytorch_best(config, settings) for config in CONFIGS}
     for config in CONFIGS:
         r, t = ours[config], theirs[config]
         if t is None:
