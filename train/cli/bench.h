@@ -72,7 +72,8 @@ struct BenchResult {
   double profiled_seconds = 0;   // the profiled steps' wall time
 };
 
-/// Runs the benchmark (warm-up, then `steps` timed steps in `repeats` chunks; the median chunk's rate).
+/// Runs the benchmark (warm-up, then `steps` timed steps in `repeats` chunks; the median chunk's rate),
+/// then, when the configuration asks, the thread scaling (`scaling`) and `steps` profiled steps (`profile`).
 BenchResult run_bench(const BenchConfig& config, double peak_gflops);
 
 nlohmann::json to_json(const BenchResult& result);
