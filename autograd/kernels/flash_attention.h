@@ -1,0 +1,71 @@
+#pragma once
+// Tiled attention of one head, forward and backward, without a (T_q, T_k) matrix: the kernels behind
+// autograd/ops/flash_attention.cpp, where the math is derived. Each kernel walks blocks of queries
+// against blocks of keys; a block's scores and probabilities live in per-thread scratch of
+// block.queries × block.keys numbers, so memory is O(T·D) a head whatever T is.
+//
+// The references beside them compute the same function the plain way, one (T_q, T_k) matrix in double:
+// scores, the row softmax, the dropout mask, the products. The fast kernels differ from them by
+//   - float arithmetic (in T) where the reference uses double,
+//   - the online softmax: each row's max and sum of exps grow block by block, and what was summed with
+//     the old max is rescaled by exp(m_old - m_new), where the reference takes one max of the whole row,
+//   - the order of the products' additions (BLAS, block by block).
+// tests/autograd/test_flash_attention.cpp states the bound (relative 1e-5 in float32, 1e-12 in float64)
+// and checks it for every mask and bias, with blocks that do not divide T.
+#include <cstdint>
+
+namespace tapegrad {
+
+/// Where one head's matrices live: row r of a matrix starts at data + r · ld (its columns contiguous).
+template <class T>
+struct HeadMatrix {
+  T* data = nullptr;
+  int64_t ld = 0;
+  T* row(int64_t r) const { return data + r * ld; }
+};
+
+/// What shapes the scores of one head besides q kᵀ: all of it is computed per element, never stored.
+struct HeadScoring {
+  double scale = 1;                  // scores are scale · q_i · k_j
+  bool causal = false;               // key j > query i is hidden (top-left aligned, as PyTorch's is_causal)
+  const bool* hidden_keys = nullptr; // T_k flags, true = hidden (this batch's row of a key padding mask)
+  double alibi_slope = 0;            // adds -slope · |i - j| (0: no bias)
+  double dropout_p = 0;              // probabilities dropped with probability p, kept ones scaled by 1/(1-p)
+  uint64_t dropout_stream = 0;       // the head's dropout mask: keep(i, j) is a hash of (stream, i, j)
+  int64_t first_query = 0;           // the index i of the kernel's query row 0 (a block of the head's rows)
+};
+
+/// Query and key block sizes (the tests make them small and not dividing T).
+struct AttentionBlocks {
+  int64_t queries = 64;
+  int64_t keys = 128;
+};
+
+/// True when dropout keeps probability (i, j) of the head whose mask stream is `stream`. The same call
+/// in forward and backward gives the same mask, so it is never stored.
+bool dropout_keeps(uint64_t stream, int64_t i, int64_t j, int64_t T_k, double p);
+
+/// out = dropout(softmax(scores)) v for one head, and lse_i = log sum_j exp(s_ij) per query (-inf when
+/// every key of row i is hidden; the row's output is then 0).
+///   q: (T_q, D), k: (T_k, D), v: (T_k, D_v) -> out: (T_q, D_v), lse: (T_q)
+template <class T>
+void flash_attention_forward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadMatrix<const T> v, int64_t T_q,
+                             int64_t T_k, int64_t D, int64_t D_v, const HeadScoring& scoring, AttentionBlocks blocks,
+                             HeadMatrix<T> out, T* lse);
+
+/// The gradients of one head: dq (T_q, D), dk (T_k, D), dv (T_k, D_v) are written (not added), from the
+/// forward's out and lse, and dout (T_q, D_v).
+template <class T>
+void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadMatrix<const T> v,
+                              HeadMatrix<const T> out, const T* lse, HeadMatrix<const T> dout, int64_t T_q, int64_t T_k,
+                              int64_t D, int64_t D_v, const HeadScoring& scoring, AttentionBlocks blocks,
+                              HeadMatrix<T> dq, HeadMatrix<T> dk, HeadMatrix<T> dv);
+
+/// The same forward and backward with the whole (T_q, T_k) matrix, in double. dq, dk, dv may be null
+/// (forward only).
+template <class T>
+void attention_reference(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadMatrix<const T> v, int64_t T_q,
+                         int64_t T_k, int64_t D, int64_t D_v, const HeadScoring& scoring, HeadMatrix<T> out,
+                         HeadMatrix<const T> dout, HeadMatrix<T> dq, HeadMatrix<T> dk, HeadMatrix<T> dv);
+
+}  // namespace tapegrad
