@@ -6,6 +6,7 @@
 #include "autograd/ops/attention.h"
 #include "autograd/ops/dropout.h"
 #include "autograd/ops/elementwise.h"
+#include "autograd/ops/flash_attention.h"
 #include "autograd/ops/indexing.h"
 #include "autograd/ops/layernorm.h"
 #include "autograd/ops/loss.h"

@@ -51,6 +51,14 @@ bool cache_enabled() {
 }
 
 std::atomic<uint64_t> new_mappings{0};
+std::atomic<uint64_t> live_tensor_bytes{0}, peak_tensor_bytes{0};
+
+void count_live_bytes(size_t bytes) {
+  const uint64_t live = live_tensor_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  uint64_t peak = peak_tensor_bytes.load(std::memory_order_relaxed);
+  while (live > peak && !peak_tensor_bytes.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+}
 
 class StorageCache {
  public:
@@ -161,15 +169,15 @@ bool use_cache(size_t bytes) { return bytes >= kCachedBytes && cache_enabled(); 
 }  // namespace
 
 Storage::Storage(size_t nbytes) : bytes(nbytes), capacity(nbytes) {
-  if (use_cache(nbytes)) {
+  if (use_cache(nbytes))
     data = storage_cache().allocate(cached_size(nbytes), &capacity);  // page-aligned
-    return;
-  }
-  // Small buffers are recycled blocks of the pool (autograd/pool.h), 64-byte aligned for AVX-512 loads.
-  data = nbytes ? pool_allocate(nbytes) : nullptr;
+  else  // small buffers are recycled blocks of the pool (autograd/pool.h), 64-byte aligned for AVX-512 loads
+    data = nbytes ? pool_allocate(nbytes) : nullptr;
+  count_live_bytes(nbytes);  // once the allocation, which may throw, has succeeded
 }
 
 Storage::~Storage() {
+  live_tensor_bytes.fetch_sub(bytes, std::memory_order_relaxed);
   if (use_cache(bytes))
     storage_cache().release(data, capacity);
   else
@@ -177,6 +185,12 @@ Storage::~Storage() {
 }
 
 uint64_t storage_mappings() { return new_mappings.load(std::memory_order_relaxed); }
+
+TensorBytes tensor_bytes() {
+  return {live_tensor_bytes.load(std::memory_order_relaxed), peak_tensor_bytes.load(std::memory_order_relaxed)};
+}
+
+void reset_peak_tensor_bytes() { peak_tensor_bytes.store(live_tensor_bytes.load(std::memory_order_relaxed)); }
 
 void release_cached_storage() {
   if (cache_enabled()) storage_cache().release_idle();

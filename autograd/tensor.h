@@ -134,6 +134,15 @@ void release_cached_storage();
 /// How many buffers the storage cache has taken from the system (mmap) so far: steady-state training
 /// steps, which reuse the buffers of the step before, take none.
 uint64_t storage_mappings();
+/// Bytes of all tensor storage alive now, and the most alive at once since reset_peak_tensor_bytes():
+/// what activations, gradients and parameters take, without the storage cache's idle buffers. Tests of
+/// memory growth (flash attention's, linear in T) measure with it, in every build.
+struct TensorBytes {
+  uint64_t live = 0, peak = 0;
+};
+TensorBytes tensor_bytes();
+/// Starts a new peak from the bytes alive now.
+void reset_peak_tensor_bytes();
 
 // ---- creation ----
 /// Uninitialised contiguous tensor.

@@ -1,0 +1,212 @@
+// Flash attention: the tiled kernels against the plain reference for every mask and bias with blocks that
+// do not divide T; the op against attention composed from primitives; its dropout; its memory, linear in T;
+// its errors. The float64 gradchecks of the op are in the registry (ops/flash_attention.cpp).
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/kernels/flash_attention.h"
+
+using namespace tapegrad;
+
+namespace {
+
+/// max |a - b| / max(1, max |b|): the kernels' error relative to the size of the values.
+template <class T>
+double relative_error(const std::vector<T>& a, const std::vector<T>& b) {
+  double err = 0, scale = 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, std::abs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
+  }
+  return err / scale;
+}
+
+struct HeadCase {
+  int64_t T_q, T_k, D, D_v;
+  bool causal;
+  int padding;  // 0: none, 1: some keys hidden, 2: every key hidden
+  double slope, dropout;
+};
+
+/// Runs the fast kernels and the reference on one head of random numbers; returns the worst relative error
+/// over out, dq, dk, dv.
+template <class T>
+double kernel_error(const HeadCase& c, AttentionBlocks blocks, uint64_t seed) {
+  Generator gen(seed);
+  auto random = [&](int64_t n) {
+    std::vector<T> x(static_cast<size_t>(n));
+    for (T& e : x) e = static_cast<T>(gen.normal());
+    return x;
+  };
+  const std::vector<T> q = random(c.T_q * c.D), k = random(c.T_k * c.D), v = random(c.T_k * c.D_v),
+                       dout = random(c.T_q * c.D_v);
+  std::vector<char> hidden(static_cast<size_t>(c.T_k), c.padding == 2);
+  if (c.padding == 1)
+    for (int64_t j = 0; j < c.T_k; j += 3) hidden[j] = 1;
+  HeadScoring scoring;
+  scoring.scale = 0.4;
+  scoring.causal = c.causal;
+  scoring.hidden_keys = c.padding ? reinterpret_cast<const bool*>(hidden.data()) : nullptr;
+  scoring.alibi_slope = c.slope;
+  scoring.dropout_p = c.dropout;
+  scoring.dropout_stream = seed * 977;
+  std::vector<T> out(q.size() / c.D * c.D_v), lse(c.T_q), dq(q.size()), dk(k.size()), dv(v.size());
+  std::vector<T> out_ref(out.size()), dq_ref(dq.size()), dk_ref(dk.size()), dv_ref(dv.size());
+  const HeadMatrix<const T> Q{q.data(), c.D}, K{k.data(), c.D}, V{v.data(), c.D_v}, dO{dout.data(), c.D_v};
+  flash_attention_forward<T>(Q, K, V, c.T_q, c.T_k, c.D, c.D_v, scoring, blocks, {out.data(), c.D_v}, lse.data());
+  flash_attention_backward<T>(Q, K, V, {out.data(), c.D_v}, lse.data(), dO, c.T_q, c.T_k, c.D, c.D_v, scoring, blocks,
+                              {dq.data(), c.D}, {dk.data(), c.D}, {dv.data(), c.D_v});
+  attention_reference<T>(Q, K, V, c.T_q, c.T_k, c.D, c.D_v, scoring, {out_ref.data(), c.D_v}, dO, {dq_ref.data(), c.D},
+                         {dk_ref.data(), c.D}, {dv_ref.data(), c.D_v});
+  return std::max({relative_error(out, out_ref), relative_error(dq, dq_ref), relative_error(dk, dk_ref),
+                   relative_error(dv, dv_ref)});
+}
+
+/// softmax(scale · q kᵀ - slope·|i - j|, masked) v from primitives: the materialised attention.
+Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
+                          const Tensor& padding, const std::vector<double>& slopes) {
+  const int64_t B = q.size(0), H = q.size(1), T_q = q.size(2), T_k = k.size(2);
+  Tensor scores = matmul(q * scale, transpose(k, -2, -1));
+  if (!slopes.empty()) {
+    std::vector<double> bias(static_cast<size_t>(H * T_q * T_k));
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T_q; ++i)
+        for (int64_t j = 0; j < T_k; ++j) bias[(h * T_q + i) * T_k + j] = -slopes[h] * std::abs(static_cast<double>(i - j));
+    scores = scores + tensor(bias, {H, T_q, T_k}, q.dtype());
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  if (causal) {
+    std::vector<int> above(static_cast<size_t>(T_q * T_k));
+    for (int64_t i = 0; i < T_q; ++i)
+      for (int64_t j = i + 1; j < T_k; ++j) above[i * T_k + j] = 1;
+    scores = masked_fill(scores, mask(above, {T_q, T_k}), -inf);
+  }
+  if (padding.defined()) scores = masked_fill(scores, reshape(padding, {B, 1, 1, T_k}), -inf);
+  return matmul(softmax(scores, -1), v);
+}
+
+}  // namespace
+
+TEST_CASE("flash_attention kernels: equal the plain reference for every mask and bias, blocks not dividing T") {
+  const std::vector<HeadCase> cases{
+      {7, 7, 4, 4, false, 0, 0, 0},    {7, 7, 4, 4, true, 0, 0, 0},     {9, 5, 3, 6, false, 1, 0.3, 0},
+      {5, 9, 3, 6, true, 1, 0.3, 0.2}, {1, 1, 2, 2, false, 0, 0, 0},    {6, 6, 2, 3, true, 2, 0, 0},
+      {33, 17, 8, 5, false, 1, 0, 0.3}, {40, 40, 16, 16, true, 1, 0.5, 0.1}, {17, 33, 8, 8, true, 0, 0.2, 0},
+  };
+  const std::vector<AttentionBlocks> blockings{{3, 5}, {1, 1}, {4, 2}, {64, 128}};
+  uint64_t seed = 1;
+  for (const HeadCase& c : cases)
+    for (const AttentionBlocks& blocks : blockings) {
+      INFO("T_q " << c.T_q << " T_k " << c.T_k << " D " << c.D << " D_v " << c.D_v << " causal " << c.causal
+                  << " padding " << c.padding << " slope " << c.slope << " dropout " << c.dropout << " blocks "
+                  << blocks.queries << "x" << blocks.keys);
+      CHECK(kernel_error<double>(c, blocks, seed) < 1e-12);
+      CHECK(kernel_error<float>(c, blocks, seed) < 1e-5);
+      ++seed;
+    }
+}
+
+TEST_CASE("flash_attention: output and gradients equal attention composed from primitives (float32 within 2e-5)") {
+  Generator gen(5);
+  const int64_t B = 2, H = 3, T = 37, D = 8, C = H * D;
+  // q, k, v as nn's split_heads leaves them: strided (B, H, T, D) views of one (B, T, 3C) projection.
+  const Tensor qkv_data = randn({B, T, 3 * C}, gen);
+  const Tensor padding = mask(std::vector<int>(static_cast<size_t>(B * T), 0), {B, T});
+  std::vector<int> pads(static_cast<size_t>(B * T), 0);
+  for (int64_t j = T - 5; j < T; ++j) pads[T + j] = 1;  // batch 1: the last 5 keys are padding
+  const Tensor key_padding = mask(pads, {B, T});
+  const Tensor dout = randn({B, H, T, D}, gen);
+  for (bool causal : {false, true})
+    for (bool alibi : {false, true}) {
+      INFO("causal " << causal << " alibi " << alibi);
+      const std::vector<double> slopes = alibi ? std::vector<double>{0.5, 0.25, 0.125} : std::vector<double>{};
+      auto run = [&](bool flash, std::vector<Tensor>& grads) {
+        Tensor qkv = qkv_data.clone().requires_grad_();
+        auto head = [&](int64_t part) { return transpose(reshape(slice(qkv, 2, part * C, (part + 1) * C), {B, T, H, D}), 1, 2); };
+        const Tensor q = head(0), k = head(1), v = head(2);
+        Tensor out;
+        if (flash) {
+          FlashAttentionOptions options;
+          options.causal = causal;
+          options.key_padding_mask = key_padding;
+          options.alibi_slopes = slopes;
+          options.blocks = {16, 8};
+          out = flash_attention(q, k, v, options);
+        } else {
+          out = composed_attention(q, k, v, 1 / std::sqrt(double(D)), causal, key_padding, slopes);
+        }
+        backward(out, dout);
+        grads = {qkv.grad()};
+        return out.detach();
+      };
+      std::vector<Tensor> flash_grads, composed_grads;
+      const Tensor flash = run(true, flash_grads), composed = run(false, composed_grads);
+      CHECK(max_abs_diff(flash, composed) < 2e-5);
+      CHECK(max_abs_diff(flash_grads[0], composed_grads[0]) < 2e-5);
+    }
+  (void)padding;
+}
+
+TEST_CASE("flash_attention: dropout drops p of the probabilities, the same ones for the same seed") {
+  int64_t kept = 0;
+  const int64_t n = 200000;
+  for (int64_t j = 0; j < n; ++j) kept += dropout_keeps(12345, 3, j, n, 0.3);
+  CHECK(std::abs(static_cast<double>(kept) / n - 0.7) < 0.005);
+
+  Generator gen(2);
+  const Tensor q = randn({1, 2, 9, 4}, gen), k = randn({1, 2, 9, 4}, gen), v = randn({1, 2, 9, 4}, gen);
+  auto with_seed = [&](uint64_t seed) {
+    Generator rng(seed);
+    FlashAttentionOptions options;
+    options.dropout_p = 0.5;
+    options.dropout_rng = &rng;
+    return flash_attention(q, k, v, options);
+  };
+  CHECK(max_abs_diff(with_seed(7), with_seed(7)) == 0);
+  CHECK(max_abs_diff(with_seed(7), with_seed(8)) > 0);
+}
+
+TEST_CASE("flash_attention: tensor memory of a T = 4096 forward and backward is linear in T, not quadratic") {
+  Generator gen(3);
+  const int64_t B = 1, H = 2, D = 32;
+  auto peak_bytes = [&](int64_t T) {
+    Tensor q = randn({B, H, T, D}, gen).requires_grad_(), k = randn({B, H, T, D}, gen).requires_grad_(),
+           v = randn({B, H, T, D}, gen).requires_grad_();
+    const Tensor dout = randn({B, H, T, D}, gen);
+    reset_peak_tensor_bytes();
+    const uint64_t before = tensor_bytes().live;
+    FlashAttentionOptions options;
+    options.causal = true;
+    backward(flash_attention(q, k, v, options), dout);
+    return tensor_bytes().peak - before;
+  };
+  const uint64_t at_2048 = peak_bytes(2048), at_4096 = peak_bytes(4096);
+  const uint64_t one_head_matrix = 4096ull * 4096 * sizeof(float);  // what one materialised (T, T) head takes
+  INFO("peak tensor bytes: " << at_2048 << " at T = 2048, " << at_4096 << " at T = 4096");
+  // out, lse and the three gradients (and their leaf copies): about 10 (B, H, T, D) tensors.
+  CHECK(at_4096 <= 12 * B * H * 4096 * D * sizeof(float));
+  CHECK(at_4096 < one_head_matrix / 8);
+  CHECK(at_4096 <= 2 * at_2048 + 4096);
+}
+
+TEST_CASE("flash_attention: bad arguments get one clear error") {
+  Generator gen(4);
+  const Tensor q = randn({2, 2, 5, 4}, gen), k = randn({2, 2, 6, 4}, gen), v = randn({2, 2, 6, 3}, gen);
+  CHECK_THROWS_WITH(flash_attention(q, randn({2, 2, 6, 5}, gen), v), Catch::Contains("flash_attention: q [2,2,5,4]"));
+  CHECK_THROWS_WITH(flash_attention(reshape(q, {4, 5, 4}), k, v), Catch::Contains("must be (B, H, T, D)"));
+  FlashAttentionOptions options;
+  options.key_padding_mask = mask(std::vector<int>(10, 0), {2, 5});
+  CHECK_THROWS_WITH(flash_attention(q, k, v, options), Catch::Contains("key_padding_mask [2,5] bool must be bool (B, T_k) = [2,6]"));
+  options = {};
+  options.alibi_slopes = {0.5};
+  CHECK_THROWS_WITH(flash_attention(q, k, v, options), Catch::Contains("1 ALiBi slopes for 2 heads"));
+  options = {};
+  options.dropout_p = 0.1;
+  CHECK_THROWS_WITH(flash_attention(q, k, v, options), Catch::Contains("needs a generator"));
+  options.dropout_p = 1;
+  CHECK_THROWS_WITH(flash_attention(q, k, v, options), Catch::Contains("dropout_p must be in [0, 1)"));
+}
