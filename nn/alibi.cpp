@@ -40,10 +40,20 @@ Tensor AlibiPositionalEncoding::forward(int64_t seq_len, DType) const {
   return {};
 }
 
-Tensor AlibiPositionalEncoding::attention_bias(int64_t n_heads, int64_t T_q, int64_t T_k, DType dtype) const {
+void AlibiPositionalEncoding::check_lengths(int64_t T_q, int64_t T_k) const {
   if (T_q < 0 || T_k < 0 || T_q > context_length_ || T_k > context_length_)
     throw ShapeError(cat("AlibiPositionalEncoding: T_q = ", T_q, ", T_k = ", T_k, " must be in [0, ", context_length_,
                          "] (the context length)"));
+}
+
+std::optional<std::vector<double>> AlibiPositionalEncoding::attention_bias_slopes(int64_t n_heads, int64_t T_q,
+                                                                                  int64_t T_k) const {
+  check_lengths(T_q, T_k);
+  return alibi_slopes(n_heads);
+}
+
+Tensor AlibiPositionalEncoding::attention_bias(int64_t n_heads, int64_t T_q, int64_t T_k, DType dtype) const {
+  check_lengths(T_q, T_k);
   if (!is_floating(dtype))
     throw DTypeError(cat("AlibiPositionalEncoding: dtype must be float32 or float64, got ", dtype_name(dtype)));
   const std::vector<double> slopes = alibi_slopes(n_heads);

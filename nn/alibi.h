@@ -29,10 +29,14 @@ class AlibiPositionalEncoding : public PositionalEncoding {
   bool acts_in_attention() const override { return true; }
   /// bias[h, i, j] = -alibi_slopes(n_heads)[h] · |i - j|, no gradient.   -> (H, T_q, T_k)
   Tensor attention_bias(int64_t n_heads, int64_t T_q, int64_t T_k, DType dtype) const override;
+  /// alibi_slopes(n_heads), after the same check of T_q and T_k as attention_bias.
+  std::optional<std::vector<double>> attention_bias_slopes(int64_t n_heads, int64_t T_q, int64_t T_k) const override;
 
   int64_t context_length() const { return context_length_; }
 
  private:
+  /// A ShapeError unless both lengths are within the context length.
+  void check_lengths(int64_t T_q, int64_t T_k) const;
   int64_t context_length_;
 };
 

@@ -10,6 +10,7 @@
 #include "autograd/ops/attention.h"
 #include "autograd/ops/dropout.h"
 #include "autograd/ops/elementwise.h"
+#include "autograd/ops/flash_attention.h"
 #include "autograd/ops/indexing.h"
 #include "autograd/ops/matmul.h"
 #include "autograd/ops/softmax.h"
@@ -163,8 +164,7 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options,
 
 AttentionResult MultiHeadAttention::attend(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
                                            bool need_weights, const PositionalEncoding* positions) const {
-  const Tensor mask = options_.causal && x.dim() == 3 ? with_causal_mask(attn_mask, x.size(1)) : attn_mask;
-  return forward(x, x, x, mask, key_padding_mask, need_weights, positions);
+  return run(x, x, x, attn_mask, options_.causal, key_padding_mask, need_weights, positions);
 }
 
 void MultiHeadAttention::check_inputs(const Tensor& query, const Tensor& key, const Tensor& value) const {
@@ -230,11 +230,51 @@ AttentionResult MultiHeadAttention::attend_heads(Tensor q, Tensor k, const Tenso
 AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                             const Tensor& attn_mask, const Tensor& key_padding_mask,
                                             bool need_weights, const PositionalEncoding* positions) const {
+  return run(query, key, value, attn_mask, false, key_padding_mask, need_weights, positions);
+}
+
+std::optional<FlashAttentionOptions> MultiHeadAttention::flash_options(int64_t T_q, int64_t T_k, int64_t D,
+                                                                       const Tensor& attn_mask,
+                                                                       const Tensor& key_padding_mask, bool causal,
+                                                                       bool need_weights,
+                                                                       const PositionalEncoding* positions) const {
+  const bool bool_padding = !key_padding_mask.defined() || key_padding_mask.dtype() == DType::boolean;
+  if (T_k < kFlashAttentionMinKeys || need_weights || attn_mask.defined() || !bool_padding) return std::nullopt;
+  FlashAttentionOptions options;
+  if (positions != nullptr && positions->acts_in_attention()) {
+    std::optional<std::vector<double>> slopes = positions->attention_bias_slopes(n_heads_, T_q, T_k);
+    if (!slopes) return std::nullopt;  // a bias only a (T_q, T_k) tensor can give
+    options.alibi_slopes = std::move(*slopes);
+  }
+  // softmax(q kᵀ / (√D τ) + bias): the bias is not divided by τ, as in attend_heads.
+  options.scale = 1.0 / (std::sqrt(static_cast<double>(D)) * options_.temperature);
+  options.causal = causal;
+  options.key_padding_mask = key_padding_mask;
+  if (is_training() && options_.dropout > 0) {
+    options.dropout_p = options_.dropout;
+    options.dropout_rng = dropout_rng_.get();
+  }
+  return options;
+}
+
+AttentionResult MultiHeadAttention::run(const Tensor& query, const Tensor& key, const Tensor& value,
+                                        const Tensor& attn_mask, bool causal, const Tensor& key_padding_mask,
+                                        bool need_weights, const PositionalEncoding* positions) const {
   const ScopeName scope = enter_scope();
   check_inputs(query, key, value);
   const int64_t B = query.size(0), T_q = query.size(1), T_k = key.size(1);
-  const Tensor mask = checked_attn_mask(attn_mask, B, T_q, T_k);
+  const Tensor given_mask = checked_attn_mask(attn_mask, B, T_q, T_k);
   check_key_padding(key_padding_mask, B, T_k);
+  // Long sequences: flash attention (autograd/ops/flash_attention.h), which never builds a (T_q, T_k)
+  // matrix, with the causal mask as block skipping and the hooks inside its blocks.
+  if (auto flash = flash_options(T_q, T_k, d_model_ / n_heads_, attn_mask, key_padding_mask, causal, need_weights,
+                                 positions)) {
+    auto [q, k, v] = project(query, key, value);
+    if (positions != nullptr && positions->acts_in_attention()) std::tie(q, k) = positions->rotate_query_key(q, k);
+    return {merge_heads(flash_attention(q, k, v, *flash)), Tensor{}};
+  }
+  const Tensor full_mask = causal ? with_causal_mask(attn_mask, T_q) : attn_mask;
+  const Tensor mask = causal ? checked_attn_mask(full_mask, B, T_q, T_k) : given_mask;
 
   // Self-attention without dropout and with masks that take no gradient runs as one fused op on the
   // packed projection (autograd/ops/attention.cpp): the same function without the per-head copies and
@@ -244,9 +284,9 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   const bool hooked = positions != nullptr && positions->acts_in_attention();
   const bool fused = query.same(key) && key.same(value) && !hooked && options_.temperature == 1.0 &&
                      !(is_training() && options_.dropout > 0) && !(need_weights && grad_enabled()) &&
-                     no_grad_mask(attn_mask) && no_grad_mask(key_padding_mask);
+                     no_grad_mask(full_mask) && no_grad_mask(key_padding_mask);
   if (fused) {
-    FusedAttention heads = fused_self_attention(project_packed(query), n_heads_, attn_mask, key_padding_mask, need_weights);
+    FusedAttention heads = fused_self_attention(project_packed(query), n_heads_, full_mask, key_padding_mask, need_weights);
     return {out_proj_->forward(heads.output), need_weights ? heads.weights : Tensor{}};
   }
   const auto [q, k, v] = project(query, key, value);

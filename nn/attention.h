@@ -11,7 +11,9 @@
 // PyTorch gives NaN.
 #include <cstdint>
 #include <memory>
+#include <optional>
 
+#include "autograd/ops/flash_attention.h"
 #include "autograd/random.h"
 #include "autograd/tensor.h"
 #include "nn/components.h"
@@ -51,6 +53,12 @@ SettingSpec causal_setting();
 /// attn_mask with every key after its query hidden as well: the causal mask alone when attn_mask is
 /// undefined, the union of the two for a bool mask, -inf over a float one.   -> (T, T) (or attn_mask's shape)
 Tensor with_causal_mask(const Tensor& attn_mask, int64_t T);
+
+/// Attention over at least this many keys runs as flash attention wherever it can (flash_options): at
+/// 512 keys the two paths ran level on the fused op's cases, and above that flash attention is faster and
+/// its memory linear in T (docs/performance.md, "Flash attention"). Shorter sequences keep the fused op
+/// or the composed path, whose numbers (and dropout draws) are unchanged by it.
+inline constexpr int64_t kFlashAttentionMinKeys = 512;
 
 struct MultiHeadAttentionOptions {
   int64_t d_model;       // C: embedding dim of queries, keys and values
@@ -94,6 +102,15 @@ class MultiHeadAttention : public QkvAttention {
   const MultiHeadAttentionOptions& options() const { return options_; }
 
  private:
+  /// forward with the causal mask as a flag (attend's), so that flash attention can skip blocks.
+  AttentionResult run(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask, bool causal,
+                      const Tensor& key_padding_mask, bool need_weights, const PositionalEncoding* positions) const;
+  /// How flash attention serves this call, or std::nullopt when it does not: weights asked for, an
+  /// attn_mask besides the causal one, a float key padding mask, a bias that only a (T_q, T_k) tensor
+  /// gives, or fewer than kFlashAttentionMinKeys keys.
+  std::optional<FlashAttentionOptions> flash_options(int64_t T_q, int64_t T_k, int64_t D, const Tensor& attn_mask,
+                                                     const Tensor& key_padding_mask, bool causal, bool need_weights,
+                                                     const PositionalEncoding* positions) const;
   /// The query, key and value shapes checked: a ShapeError naming all three otherwise.
   void check_inputs(const Tensor& query, const Tensor& key, const Tensor& value) const;
   /// attn_mask checked against (T_q, T_k) or (B·H, T_q, T_k); the 3-D form as (B, H, T_q, T_k).

@@ -60,6 +60,13 @@ class PositionalEncoding : public Module {
     (void)n_heads, (void)T_q, (void)T_k, (void)dtype;
     return {};
   }
+  /// attention_bias in the form flash attention adds block by block without a (T_q, T_k) tensor: one
+  /// slope per head when the bias is -slope_h · |i - j| (ALiBi), an empty list when there is none. The
+  /// default, std::nullopt, says neither is known, and attention then materialises attention_bias.
+  virtual std::optional<std::vector<double>> attention_bias_slopes(int64_t n_heads, int64_t T_q, int64_t T_k) const {
+    (void)n_heads, (void)T_q, (void)T_k;
+    return std::nullopt;
+  }
 };
 
 struct AttentionResult {

@@ -31,6 +31,10 @@ class RotaryPositionalEncoding : public PositionalEncoding {
   /// rotary_embedding of each, query i at position i and key j at position j.
   ///   q: (B, H, T_q, D), k: (B, H, T_k, D) -> the same shapes
   std::pair<Tensor, Tensor> rotate_query_key(const Tensor& q, const Tensor& k) const override;
+  /// No bias: only q and k turn.
+  std::optional<std::vector<double>> attention_bias_slopes(int64_t, int64_t, int64_t) const override {
+    return std::vector<double>{};
+  }
 
   int64_t context_length() const { return context_length_; }
 
