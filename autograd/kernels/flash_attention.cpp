@@ -57,7 +57,7 @@ void exp_row(const T* s, T m, T* p, int64_t n) {
     return;
   }
   if constexpr (std::is_same_v<T, float>)
-    exp_shifted(s, m, p, n);
+    exp_shifted_fast(s, m, p, n);
   else
     for (int64_t c = 0; c < n; ++c) p[c] = std::exp(s[c] - m);
 }

@@ -37,8 +37,8 @@ struct HeadScoring {
 
 /// Query and key block sizes (the tests make them small and not dividing T).
 struct AttentionBlocks {
-  int64_t queries = 64;
-  int64_t keys = 128;
+  int64_t queries = 128;
+  int64_t keys = 256;
 };
 
 /// True when dropout keeps probability (i, j) of the head whose mask stream is `stream`. The same call

@@ -90,6 +90,45 @@ TEST_CASE("kernels: exp_shifted equals expf at the special values, in every lane
   for (float m : {3.5f, -2.25f, 100.0f, -100.0f, 1e30f}) check_exp_bits(scores, m);
 }
 
+TEST_CASE("kernels: exp_shifted_fast is within 2 ulp of exp over float's range, 0 for -inf and underflow") {
+  // Every 97th bit pattern of the inputs whose exp is a normal float or overflows, x in [-87.3, 89]: both
+  // signs, every lane position. The error in ulps of the correctly rounded exp (computed in double).
+  std::vector<float> x;
+  for (uint32_t bits = 0; bits < 0x42b20000u; bits += 97) x.push_back(std::bit_cast<float>(bits));  // [0, 89)
+  for (uint32_t bits = 0x80000000u; bits < 0xc2aeac4fu; bits += 97) x.push_back(std::bit_cast<float>(bits));  // (-87.34, -0]
+  std::vector<float> y(x.size());
+  exp_shifted_fast(x.data(), 0.0f, y.data(), static_cast<int64_t>(x.size()));
+  double worst_ulps = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double exact = std::exp(static_cast<double>(x[i]));
+    if (exact > std::numeric_limits<float>::max()) continue;  // overflow: checked below
+    const float rounded = static_cast<float>(exact);
+    const double ulp = std::nextafter(rounded, kInfF) - rounded;
+    worst_ulps = std::max(worst_ulps, std::abs(y[i] - exact) / ulp);
+  }
+  INFO("worst error " << worst_ulps << " ulp over " << x.size() << " inputs");
+  CHECK(worst_ulps <= 2.0);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> special = {-kInfF, -87.34f, -100.0f, -1e30f, 0.0f, nan, 3.0f};
+  for (size_t lane = 0; lane < 16; ++lane) {  // each in every lane of a vector, and in the scalar tail
+    std::vector<float> row(33, -1.0f);
+    for (size_t v = 0; v < special.size(); ++v) {
+      row[lane] = special[v];
+      row[32] = special[v];
+      std::vector<float> out(row.size());
+      exp_shifted_fast(row.data(), 0.0f, out.data(), static_cast<int64_t>(row.size()));
+      for (size_t at : {lane, size_t{32}}) {
+        if (special[v] != special[v]) CHECK(out[at] != out[at]);       // NaN stays NaN
+        else if (std::exp(special[v]) < std::numeric_limits<float>::min()) CHECK(out[at] == 0.0f);  // underflow: 0
+        else CHECK(std::abs(out[at] - std::exp(special[v])) <= 2.5e-7f * std::exp(special[v]));
+      }
+    }
+  }
+  std::vector<float> shifted{1.0f, 2.0f, 3.0f}, out(3);
+  exp_shifted_fast(shifted.data(), 3.0f, out.data(), 3);
+  CHECK(out[2] == 1.0f);  // exp(0) is exact
+}
+
 TEST_CASE("kernels: four-chain row reductions against one running sum") {
   // max: exact. sum, dot, centred squares: two summation orders of n terms t_i each lie within
   // (n - 1)·u·sum|t_i| of the exact sum (u = 2^-53), so within 2n·u·sum|t_i| of each other.

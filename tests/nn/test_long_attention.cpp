@@ -35,7 +35,7 @@ Run run(const MultiHeadAttention& mha, const Tensor& x_in, const Tensor& r, bool
 
 }  // namespace
 
-TEST_CASE("nn: attention over 512+ keys (flash) equals the materialised path, every mask and hook (float32 within 3e-5)") {
+TEST_CASE("nn: attention over kFlashAttentionMinKeys or more keys (flash) equals the materialised path, every mask and hook (float32 within 3e-5)") {
   Generator gen(21);
   const int64_t B = 2, T = kFlashAttentionMinKeys + 37, C = 16, H = 2;
   const Tensor x = randn({B, T, C}, gen), r = randn({B, T, C}, gen);
@@ -61,7 +61,7 @@ TEST_CASE("nn: attention over 512+ keys (flash) equals the materialised path, ev
       }
 }
 
-TEST_CASE("nn: attention over 512+ keys with dropout in training drops, and is the identity's expectation") {
+TEST_CASE("nn: attention over kFlashAttentionMinKeys or more keys with dropout in training drops, and is the identity's expectation") {
   Generator gen(22);
   const int64_t B = 1, T = kFlashAttentionMinKeys, C = 8, H = 2;
   MultiHeadAttentionOptions options{C, H};
