@@ -17,6 +17,7 @@
 #include "support/cli.h"
 #include "support/temp_dir.h"
 #include "train/checkpoint/checkpoint.h"
+#include "train/cli/bench.h"
 
 using namespace tapegrad;
 using testing::TempDir;
@@ -460,6 +461,23 @@ TEST_CASE("cli: bench --json gives one line of sane figures per configuration, a
   }
   require_one_line_error(run_cli(dir, "bench --config huge"), "unknown configuration 'huge'");
   require_one_line_error(run_cli(dir, "bench --config small --context-length 2"), "--context-length must be in [4, ");
+}
+
+TEST_CASE("cli: bench's long configuration is issue 20's model at T = 2048 and --help lists it") {
+  const BenchConfig long_config = bench_config("long");
+  CHECK(long_config.d_model == 256);
+  CHECK(long_config.heads == 4);
+  CHECK(long_config.d_ff == 1024);
+  CHECK(long_config.layers == 2);
+  CHECK(long_config.seq == 2048);
+  CHECK(long_config.batch == 2);
+  CHECK(long_config.warmup + long_config.steps <= 60);  // a step takes about a second: about a minute in all
+  CHECK_NOTHROW(validate(long_config));
+  TempDir dir("tapegrad_test_cli");
+  const Result help = run_cli(dir, "bench --help");
+  REQUIRE(help.exit_code == 0);
+  CHECK_THAT(help.out, Catch::Contains("long: d_model 256, 4 heads, d_ff 1024, 2 layers, T 2048, batch 2"));
+  require_one_line_error(run_cli(dir, "bench --config huge"), "(registered: small, medium or long)");
 }
 
 TEST_CASE("train: cli a non-finite loss or weight stops training, and --detect-anomaly names the op that made it") {

@@ -142,6 +142,13 @@ const bool registered = [] {
                          .help = "d_model 256, 8 heads, d_ff 1024, 4 layers, T 128, batch 32",
                          .d_model = 256, .heads = 8, .d_ff = 1024, .layers = 4, .seq = 128, .batch = 32,
                          .warmup = 3, .steps = 20});
+  // Long sequences, where attention's T² terms dominate (issue 20): 2 048 tokens a row, the rows of a batch
+  // from 2 048 down to 543 tokens. A step takes about a second on 2 cores, so 2 warm-up and 50 timed
+  // steps (5 chunks of 10) make one `bench --config long` about a minute.
+  register_bench_config({.name = "long",
+                         .help = "d_model 256, 4 heads, d_ff 1024, 2 layers, T 2048, batch 2",
+                         .d_model = 256, .heads = 4, .d_ff = 1024, .layers = 2, .seq = 2048, .batch = 2,
+                         .warmup = 2, .steps = 50});
   return true;
 }();
 

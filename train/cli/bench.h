@@ -24,11 +24,12 @@ struct BenchConfig {
 /// Adds a named configuration (`bench --config <name>`); an empty name or one registered before is a
 /// ValueError. Returns true, so that a file registers at load time.
 bool register_bench_config(BenchConfig config);
-/// The registered configurations: "small" (d_model 64, 4 heads, d_ff 128, 2 layers, T 32, batch 64) and
-/// "medium" (d_model 256, 8 heads, d_ff 1024, 4 layers, T 128, batch 32) first.
+/// The registered configurations: "small" (d_model 64, 4 heads, d_ff 128, 2 layers, T 32, batch 64),
+/// "medium" (d_model 256, 8 heads, d_ff 1024, 4 layers, T 128, batch 32) and "long" (d_model 256, 4 heads,
+/// d_ff 1024, 2 layers, T 2048, batch 2) first.
 const NamedRegistry<BenchConfig>& bench_configs();
 /// A copy of the configuration registered as name; a ValueError "--config: unknown configuration 'x'
-/// (registered: small or medium)" for another name.
+/// (registered: small, medium or long)" for another name.
 BenchConfig bench_config(const std::string& name);
 
 /// Refuses, naming `tapegrad bench`'s flags (train's names: --ff, --context-length, --batch-size), a
