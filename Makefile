@@ -81,11 +81,14 @@ fuzz:
 	    -artifact_prefix=build-fuzz/findings/$$t- build-fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
 	done
 
-# Training speed and memory against PyTorch (not part of `make test`): `tapegrad bench` on the small and
-# medium models, its PyTorch twin at PyTorch's best thread count and OPENBLAS_CORETYPE, and the peak memory
-# of a medium `tapegrad train` run; one table of ratios (bench/compare.py, docs/performance.md). The twin
-# runs when /usr/bin/python3 has Debian's python3-torch. An OPENBLAS_CORETYPE in your environment is obeyed.
+# Training speed and memory against PyTorch (not part of `make test`): `tapegrad bench` on the small,
+# medium and long (T = 2048) models, its PyTorch twin at PyTorch's best thread count and OPENBLAS_CORETYPE,
+# and the peak memory of medium and long `tapegrad train` runs; one table of ratios (bench/compare.py,
+# docs/performance.md). It installs Debian's python3-torch for the twin when it is missing. An
+# OPENBLAS_CORETYPE in your environment is obeyed.
+BENCH_PACKAGES := $(PACKAGES) python3-torch
 bench: build
+	@$(MAKE) --no-print-directory deps PACKAGES="$(BENCH_PACKAGES)"
 	/usr/bin/python3 bench/compare.py ./$(BUILD)/tapegrad
 
 # The matrix products of a small and a medium training step through OpenBLAS and through oneDNN (Debian's

@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """`make bench`: tapegrad against PyTorch on the same models, batch and optimizer, side by side.
 
-Runs `tapegrad bench --json` (small and medium), then the PyTorch twin (bench/train_step_torch.py) for
-each configuration under every setting PyTorch users reach for that this CPU can run: 1 and 2 threads x
+Runs `tapegrad bench --json` (small, medium and long), then the PyTorch twin (bench/train_step_torch.py)
+for small and medium under every setting PyTorch users reach for that this CPU can run: 1 and 2 threads x
 OPENBLAS_CORETYPE unset, Haswell (with AVX2) and SkylakeX (with AVX-512), each in a fresh process (the
-variable is read when OpenBLAS loads), keeping PyTorch's best. A setting that fails anyway is reported in
-one line and skipped. Then small's speed-up on every core against one thread (`tapegrad bench --scaling`:
-chunks on each alternated, the median ratio). Last, the peak resident memory of a `tapegrad train` run of
-the medium model (validation included) against the twin's peak on the medium model. Ratios come from one run of each: the machine is
-shared, so compare ratios, not absolute rates. docs/performance.md explains the columns.
+variable is read when OpenBLAS loads), keeping PyTorch's best; long, whose PyTorch step takes seconds, only
+on 1 and 2 threads at medium's best OPENBLAS_CORETYPE (see long_settings). A setting that fails anyway is
+reported in one line and skipped. Then small's speed-up on every core against one thread (`tapegrad bench
+--scaling`: chunks on each alternated, the median ratio). Last, the peak resident memory of `tapegrad train`
+runs of the medium and long models (validation included) against the twin's peak on the same models. Ratios
+come from one run of each: the machine is shared, so compare ratios, not absolute rates.
+docs/performance.md explains the columns.
 
     /usr/bin/python3 bench/compare.py path/to/tapegrad
 """
@@ -24,7 +26,20 @@ TWIN = os.path.join(HERE, "train_step_torch.py")
 CONFIGS = {  # the twin's flags (tapegrad train's names) for tapegrad bench's named configurations
     "small": dict(d_model=64, heads=4, ff=128, layers=2, context_length=32, batch_size=64, warmup=20, steps=200),
     "medium": dict(d_model=256, heads=8, ff=1024, layers=4, context_length=128, batch_size=32, warmup=3, steps=20),
+    # Fewer steps than tapegrad's 2 + 50: PyTorch's long step takes about 5 s on 2 cores (the (B·H, T, T)
+    # scores, softmax and masks of T = 2048), so 5 one-step chunks keep a setting to about half a minute.
+    "long": dict(d_model=256, heads=4, ff=1024, layers=2, context_length=2048, batch_size=2, warmup=1, steps=5),
 }
+# The `tapegrad train` runs whose peak memory is set against the twin's (the twin's peak is its training step):
+# a few steps and one validation on sequences of exactly the configuration's T. long's validation is 16
+# examples (--valid-size): the task's default 2000 would take minutes at T = 2048.
+TRAIN_RUNS = {
+    "medium": ["--min-len", "128", "--max-len", "128", "--d-model", "256", "--heads", "8", "--ff", "1024",
+               "--layers", "4", "--batch-size", "32", "--steps", "12", "--eval-every", "12"],
+    "long": ["--min-len", "2048", "--max-len", "2048", "--d-model", "256", "--heads", "4", "--ff", "1024",
+             "--layers", "2", "--batch-size", "2", "--steps", "4", "--eval-every", "4", "--valid-size", "16"],
+}
+TRAIN_RUN_WHAT = {"medium": "12 steps and a validation", "long": "4 steps and a validation of 16 examples"}
 
 
 def cpu_flags():
@@ -48,6 +63,20 @@ def pytorch_settings(flags):
     if "avx512f" in flags:
         coretypes.append("SkylakeX")
     return [(threads, coretype) for threads in (1, 2) for coretype in coretypes]
+
+
+def long_settings(settings, medium_best):
+    """PyTorch's settings for long: 1 and 2 threads at the OPENBLAS_CORETYPE of medium's best setting (every
+    setting when medium had none). Six settings of long would add three minutes to `make bench`, two add one,
+    and the kernel set hardly matters on long: on 2 cores of a Zen 5 EPYC the three kernel sets ran long's
+    step within 4% of each other on one thread (0.187-0.194 steps/s): 90 GFLOP in about 5 s is under
+    20 GFLOP/s, so the time goes to the (B·H, T, T) tensors' softmax, masks and copies, not to the products
+    whose kernels differ. The thread count is not taken from medium: which of 1 and 2 threads ran long
+    faster changed from run to run on that shared machine, so both are tried."""
+    if medium_best is None:
+        return settings
+    coretype = medium_best["coretype"]
+    return [(threads, coretype) for threads in (1, 2) if (threads, coretype) in settings]
 
 
 def run(cmd, env=None):
@@ -99,7 +128,7 @@ def pytorch_best(config, settings):
             continue
         fields = dict(kv.split("=") for kv in proc.stdout.strip().splitlines()[-1].split()[1:])
         result = {"steps_per_second": float(fields["steps_per_s"]), "peak_rss_mib": float(fields["peak_rss_mib"]),
-                  "setting": setting}
+                  "setting": setting, "coretype": coretype}
         if best is None or result["steps_per_second"] > best["steps_per_second"]:
             best = result
     return best
@@ -116,7 +145,7 @@ def main():
         have_torch = False
         print("bench: /usr/bin/python3 has no torch (Debian's python3-torch): tapegrad's figures only")
 
-    out = run([tapegrad, "bench", "--config", "small,medium", "--json"])
+    out = run([tapegrad, "bench", "--config", ",".join(CONFIGS), "--json"])
     ours = {r["config"]: r for r in map(json.loads, out.strip().splitlines())}
     first = next(iter(ours.values()))
     print(f"CPU: {first['cpu']}, {first['vector_bits']}-bit vectors ({first['instruction_set']})")
@@ -132,17 +161,20 @@ def main():
     print(f"tapegrad small on {scaling['threads']} threads against 1: {scaling['thread_scaling']:.2f}x "
           f"(the median of alternated chunk pairs)")
 
-    with tempfile.TemporaryDirectory() as run_dir:
-        train_rss = run_with_peak([tapegrad, "train", "--task", "majority", "--min-len", "128", "--max-len", "128",
-                                   "--d-model", "256", "--heads", "8", "--ff", "1024", "--layers", "4",
-                                   "--batch-size", "32", "--steps", "12", "--eval-every", "12",
-                                   "--out", os.path.join(run_dir, "run"), "--overwrite", "--threads", "0"])
-    print(f"tapegrad train, medium model on T = 128 (12 steps and a validation): peak RSS {train_rss:.0f} MiB")
+    train_rss = {}
+    for config, flags in TRAIN_RUNS.items():
+        with tempfile.TemporaryDirectory() as run_dir:
+            train_rss[config] = run_with_peak([tapegrad, "train", "--task", "majority"] + flags +
+                                              ["--out", os.path.join(run_dir, "run"), "--overwrite", "--threads", "0"])
+        print(f"tapegrad train, {config} model on T = {CONFIGS[config]['context_length']} ({TRAIN_RUN_WHAT[config]}): "
+              f"peak RSS {train_rss[config]:.0f} MiB")
     if not have_torch:
         return
 
     settings = pytorch_settings(cpu_flags())
-    theirs = {config: pytorch_best(config, settings) for config in CONFIGS}  # a skipped setting: one line each
+    theirs = {}  # a skipped setting: one line each
+    for config in CONFIGS:
+        theirs[config] = pytorch_best(config, long_settings(settings, theirs["medium"]) if config == "long" else settings)
     print()
     print(f"{'config':8} {'tapegrad steps/s':>17} {'PyTorch best':>13} {'ratio':>6}  {'MFU':>6}  PyTorch's best setting")
     for config in CONFIGS:
@@ -154,10 +186,11 @@ def main():
         print(f"{config:8} {r['steps_per_second']:17.2f} {t['steps_per_second']:13.2f} "
               f"{r['steps_per_second'] / t['steps_per_second']:5.2f}x  {100 * r['model_flop_utilisation']:5.1f}%  "
               f"{t['setting']}")
-    if theirs["medium"] is not None:
-        torch_rss = theirs["medium"]["peak_rss_mib"]
-        print(f"{'memory':8} tapegrad train (medium) {train_rss:.0f} MiB vs PyTorch medium step {torch_rss:.0f} MiB: "
-              f"{100 * train_rss / torch_rss:.0f}%")
+    for config in TRAIN_RUNS:
+        if theirs[config] is not None:
+            torch_rss = theirs[config]["peak_rss_mib"]
+            print(f"{'memory':8} tapegrad train ({config}) {train_rss[config]:.0f} MiB vs PyTorch {config} step "
+                  f"{torch_rss:.0f} MiB: {100 * train_rss[config] / torch_rss:.0f}%")
 
 
 if __name__ == "__main__":
