@@ -9,7 +9,8 @@ PACKAGES   := cmake g++ make libopenblas-dev catch2 libcli11-dev nlohmann-json3-
 TEST_PACKAGES := $(PACKAGES) libopenmpi-dev openmpi-bin iproute2
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps test-deps build demo test test-asan install soak fuzz bench bench-products bench-mpi clean
+.PHONY: all deps test-deps build demo test test-asan install soak fuzz bench bench-products bench-mpi \
+        bench-long-scaling clean
 
 all: build
 
@@ -90,6 +91,17 @@ BENCH_PACKAGES := $(PACKAGES) python3-torch
 bench: build
 	@$(MAKE) --no-print-directory deps PACKAGES="$(BENCH_PACKAGES)"
 	/usr/bin/python3 bench/compare.py ./$(BUILD)/tapegrad
+
+# The long model's time per step and peak memory against T = 256 ... 8192, tapegrad and PyTorch (PyTorch up
+# to where it runs out of memory or takes over 60 s a step): a Markdown table in LONG_SCALING and a log-log
+# plot beside it (.svg in place of .md). Tens of minutes, so not part of `make bench`; LENGTHS=256,512 for a
+# quick look (bench/long_scaling.py).
+LONG_SCALING ?= $(BUILD)/long_scaling.md
+LENGTHS      ?= 256,512,1024,2048,4096,8192
+bench-long-scaling: deps $(BUILD)/CMakeCache.txt
+	@$(MAKE) --no-print-directory deps PACKAGES="$(BENCH_PACKAGES)"
+	cmake --build $(BUILD) --target tapegrad -j $(JOBS)
+	/usr/bin/python3 bench/long_scaling.py ./$(BUILD)/tapegrad $(LONG_SCALING) --lengths $(LENGTHS)
 
 # The matrix products of a small and a medium training step through OpenBLAS and through oneDNN (Debian's
 # libdnnl-dev), on one thread and two (bench/products.cpp, docs/performance.md "Product libraries").
