@@ -16,9 +16,11 @@
 #include "autograd/ops/softmax.h"
 #include "autograd/ops/views.h"
 #include "autograd/tape.h"
+#include "nn/alibi.h"
 #include "nn/encoder.h"
 #include "nn/init.h"
 #include "nn/module_gradcheck.h"
+#include "nn/rope.h"
 
 namespace tapegrad::nn {
 
@@ -317,6 +319,27 @@ GradcheckCase mha_case(std::string name, MultiHeadAttentionOptions options, Shap
       211);
 }
 
+// The layer over kFlashAttentionMinKeys + 3 positions, where it runs as flash attention (blocks that do not
+// divide T), through attend with a positional hook and the key padding mask: batch 1 ends in 5 pads.
+GradcheckCase flash_layer_case(std::string name, bool causal, double temperature,
+                               std::shared_ptr<const PositionalEncoding> positions) {
+  const int64_t T = kFlashAttentionMinKeys + 3;
+  std::vector<int> pads(static_cast<size_t>(2 * T), 0);
+  for (int64_t j = T - 5; j < T; ++j) pads[T + j] = 1;
+  const Tensor padding = mask(pads, {2, T});
+  MultiHeadAttentionOptions options{4, 2};
+  options.causal = causal;
+  options.temperature = temperature;
+  return module_case<MultiHeadAttention>(
+      std::move(name),
+      [options](Generator& gen) { return std::make_unique<MultiHeadAttention>(options, gen, nullptr); },
+      {{"x", {2, T, 4}}},
+      [padding, positions](const MultiHeadAttention& layer, const std::vector<Tensor>& in) {
+        return layer.attend(in[0], {}, padding, false, positions.get()).output;
+      },
+      211);
+}
+
 // One initialiser runs every registration of this file when the library loads.
 const bool registered = [] {
   register_component<AttentionKind>(
@@ -350,6 +373,10 @@ const bool registered = [] {
                mask({0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {2, 5})),
       mha_case("nn/multi_head_attention/cross-distinct-kv-no-bias", {4, 2, false}, {2, 2, 4}, {2, 3, 4}, true,
                mask({0, 0, 1, 0, 0, 0}, {2, 3}), {}),
+      flash_layer_case("nn/multi_head_attention/flash-causal-rope-padding", true, 1.0,
+                       std::make_shared<RotaryPositionalEncoding>(256)),
+      flash_layer_case("nn/multi_head_attention/flash-alibi-temperature-padding", false, 0.8,
+                       std::make_shared<AlibiPositionalEncoding>(256)),
   });
   return true;
 }();
