@@ -67,12 +67,11 @@ def pytorch_settings(flags):
 
 def long_settings(settings, medium_best):
     """PyTorch's settings for long: 1 and 2 threads at the OPENBLAS_CORETYPE of medium's best setting (every
-    setting when medium had none). Six settings of long would add three minutes to `make bench`, two add one,
-    and the kernel set hardly matters on long: on 2 cores of a Zen 5 EPYC the three kernel sets ran long's
-    step within 4% of each other on one thread (0.187-0.194 steps/s): 90 GFLOP in about 5 s is under
-    20 GFLOP/s, so the time goes to the (B·H, T, T) tensors' softmax, masks and copies, not to the products
-    whose kernels differ. The thread count is not taken from medium: which of 1 and 2 threads ran long
-    faster changed from run to run on that shared machine, so both are tried."""
+    setting when medium had none). A long step takes 3 to 5 s, so six settings would add three minutes to
+    `make bench` and two add one. On 2 cores of a Zen 5 EPYC, quiet, 1 warm-up and 5 steps: 2 threads ran
+    0.295 steps/s with OPENBLAS_CORETYPE unset and 0.296 with SkylakeX, 1 thread 0.244 and 0.195. The thread
+    count moves long more than the kernel set, which made no difference on 2 threads, the faster; and which
+    thread count wins is not medium's (on a loaded machine 1 thread won long), so both are tried."""
     if medium_best is None:
         return settings
     coretype = medium_best["coretype"]

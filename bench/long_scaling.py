@@ -12,8 +12,10 @@ PyTorch is stopped at the first T where it runs out of memory (its address space
 available when the script starts, so an allocation fails with an error instead of waking the OOM killer) or
 takes more than 60 s a step (the process is ended after 60 s a step plus start-up); the larger T are noted,
 not run. A tapegrad run that fails (e.g. refused as too large for the machine) is noted the same way.
-PyTorch runs at one setting for every T: the best of 1 and 2 threads x OPENBLAS_CORETYPE (unset, Haswell,
-SkylakeX: those the CPU can run) at the smallest T, unless --torch-threads / --torch-coretype choose.
+PyTorch's OPENBLAS_CORETYPE is that of its fastest setting at the smallest T (1 and 2 threads x unset,
+Haswell, SkylakeX: those the CPU can run); at every T it runs on 1 and on 2 threads and the faster counts,
+since which is faster changes with T (on 2 cores of a Zen 5 EPYC: 1 thread at T = 256, 2 at T = 2048).
+--torch-threads / --torch-coretype fix either.
 
 Steps per T: about --budget seconds of timed steps (default 20) from the previous T's time scaled by
 (T / T_prev)² (an upper bound: attention is the only quadratic term), at least 1 and at most 50; one
@@ -176,8 +178,8 @@ def fmt(value, digits=2):
 def markdown(rows, notes, header):
     lines = header + ["",
         "| T | tapegrad steps/s | PyTorch steps/s | speed ratio | tapegrad s/step | PyTorch s/step "
-        "| tapegrad peak RSS MiB | PyTorch peak RSS MiB | memory ratio |",
-        "|---|---|---|---|---|---|---|---|---|"]
+        "| tapegrad peak RSS MiB | PyTorch peak RSS MiB | memory ratio | PyTorch threads |",
+        "|---|---|---|---|---|---|---|---|---|---|"]
     for seq, ours, theirs in rows:
         o_rate = ours["steps_per_second"] if ours else None
         t_rate = theirs["steps_per_second"] if theirs else None
@@ -188,7 +190,8 @@ def markdown(rows, notes, header):
             f"{fmt(o_rate / t_rate) + '×' if o_rate and t_rate else '—'} | "
             f"{fmt(1 / o_rate if o_rate else None, 3)} | {fmt(1 / t_rate if t_rate else None, 3)} | "
             f"{fmt(o_mem, 0)} | {fmt(t_mem, 0)} | "
-            f"{fmt(100 * o_mem / t_mem, 0) + '%' if o_mem and t_mem else '—'} |")
+            f"{fmt(100 * o_mem / t_mem, 0) + '%' if o_mem and t_mem else '—'} | "
+            f"{theirs['threads'] if theirs else '—'} |")
     if notes:
         lines.append("")
         lines += [f"- {note}" for note in notes]
@@ -264,7 +267,7 @@ def svg(rows, subtitle):
     theirs = [(seq, t) for seq, _, t in rows if t]
     lengths = [seq for seq, _, _ in rows]
     if len(lengths) == 1:
-        lengths = [lengths[0] / 2, lengths[0] * 2]
+        lengths = [lengths[0] // 2, lengths[0] * 2]
     colours = {"tapegrad": "#1f77b4", "PyTorch": "#d62728"}
     guides = [("∝ T", 1), ("∝ T²", 2)]
     time_series = [("tapegrad", colours["tapegrad"], [(s, 1 / r["steps_per_second"]) for s, r in ours]),
@@ -315,25 +318,28 @@ def main():
     have_torch = not a.no_torch and subprocess.run(["/usr/bin/python3", "-c", "import torch"],
                                                    capture_output=True).returncode == 0
     notes = []
-    if not a.no_torch and not have_torch:
+    if a.no_torch:
+        notes.append("PyTorch not run (--no-torch)")
+    elif not have_torch:
         notes.append("/usr/bin/python3 has no torch (Debian's python3-torch): tapegrad's figures only")
         print(notes[-1])
     available = available_bytes()
     address_space = int(available * 0.9) if available else None
 
-    setting = None
+    coretype, thread_counts = None, [a.torch_threads] if a.torch_threads else [1, 2]
     if have_torch:
-        if a.torch_threads or a.torch_coretype:
-            coretype = a.torch_coretype if a.torch_coretype not in (None, "unset") else None
-            setting = (a.torch_threads or 1, coretype)
+        if a.torch_coretype:
+            coretype = None if a.torch_coretype == "unset" else a.torch_coretype
             how = "as asked"
         else:
-            print(f"PyTorch's setting: the fastest at T = {lengths[0]}", flush=True)
-            setting = best_torch_setting(lengths[0], address_space)
-            how = f"the fastest of the settings this CPU runs at T = {lengths[0]}"
-        if setting is None:
-            notes.append("PyTorch: every setting failed at the smallest T")
-            have_torch = False
+            print(f"PyTorch's OPENBLAS_CORETYPE: its fastest setting's at T = {lengths[0]}", flush=True)
+            best = best_torch_setting(lengths[0], address_space)
+            if best is None:
+                notes.append("PyTorch: every setting failed at the smallest T")
+                have_torch = False
+            else:
+                coretype = best[1]
+                how = f"its fastest setting's at T = {lengths[0]}"
 
     rows, previous_ours, previous_theirs = [], None, None
     ours_stopped = theirs_stopped = None
@@ -356,13 +362,25 @@ def main():
                 print(notes[-1], flush=True)
         if have_torch and theirs_stopped is None:
             started = time.time()
-            theirs, why = run_torch(seq, *setting, expected_seconds(previous_theirs, seq, 0.5), a.budget,
-                                    address_space)
+            why = None
+            for threads in thread_counts:  # the faster counts; the last failure's reason if both fail
+                r, failed = run_torch(seq, threads, coretype, expected_seconds(previous_theirs, seq, 0.5), a.budget,
+                                      address_space)
+                if r:
+                    r["threads"] = threads
+                    print(f"PyTorch  T = {seq}, {setting_name(threads, coretype)}: {r['steps_per_second']:.3f} "
+                          f"steps/s, peak RSS {r['peak_rss_mib']:.0f} MiB ({r['steps']} steps, "
+                          f"{time.time() - started:.0f} s)", flush=True)
+                    if theirs is None or r["steps_per_second"] > theirs["steps_per_second"]:
+                        theirs = r
+                else:
+                    why = failed
+                    print(f"PyTorch  T = {seq}, {setting_name(threads, coretype)}: {failed}", flush=True)
+                    if failed.startswith("out of memory"):
+                        break  # the other thread count needs the same memory
+                started = time.time()
             if theirs:
                 previous_theirs = (seq, 1 / theirs["steps_per_second"])
-                print(f"PyTorch  T = {seq}: {theirs['steps_per_second']:.3f} steps/s, peak RSS "
-                      f"{theirs['peak_rss_mib']:.0f} MiB ({theirs['steps']} steps, {time.time() - started:.0f} s)",
-                      flush=True)
             else:
                 theirs_stopped = seq
                 notes.append(f"PyTorch stopped at T = {seq}: {why}"
@@ -381,9 +399,12 @@ def main():
               "fixed batch."]
     if first:
         header.append(f"tapegrad: {first['threads']} threads, CPU {first['cpu']}, kernels {first['kernels']}.")
-    if have_torch and setting:
+    if have_torch:
         limit = f"; its address space is limited to {address_space / 2**30:.1f} GiB" if address_space else ""
-        header.append(f"PyTorch: {setting_name(*setting)} ({how}), each T in a fresh process{limit}.")
+        threads = " and ".join(map(str, thread_counts))
+        header.append(f"PyTorch: OPENBLAS_CORETYPE={coretype or 'unset'} ({how}), on {threads} thread"
+                      f"{'s' if thread_counts != [1] else ''} at each T (the faster counts: the threads column), "
+                      f"each run in a fresh process{limit}.")
     header.append("Peak RSS is each process's whole peak (getrusage), PyTorch's including about 230 MiB of "
                   "`import torch`.")
     for path in (a.out, svg_path):
