@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """`make bench`: tapegrad against PyTorch on the same models, batch and optimizer, side by side.
 
-Runs `tapegrad bench --json` (small, medium and long), then the PyTorch twin (bench/train_step_torch.py)
+Runs `tapegrad bench --json` (small, medium and long, a process each), then the PyTorch twin (bench/train_step_torch.py)
 for small and medium under every setting PyTorch users reach for that this CPU can run: 1 and 2 threads x
 OPENBLAS_CORETYPE unset, Haswell (with AVX2) and SkylakeX (with AVX-512), each in a fresh process (the
 variable is read when OpenBLAS loads), keeping PyTorch's best; long, whose PyTorch step takes seconds, only
@@ -144,8 +144,10 @@ def main():
         have_torch = False
         print("bench: /usr/bin/python3 has no torch (Debian's python3-torch): tapegrad's figures only")
 
-    out = run([tapegrad, "bench", "--config", ",".join(CONFIGS), "--json"])
-    ours = {r["config"]: r for r in map(json.loads, out.strip().splitlines())}
+    # One process a configuration: peak RSS is the process's, and long's after medium's would be medium's.
+    ours = {}
+    for config in CONFIGS:
+        ours[config] = json.loads(run([tapegrad, "bench", "--config", config, "--json"]).strip().splitlines()[-1])
     first = next(iter(ours.values()))
     print(f"CPU: {first['cpu']}, {first['vector_bits']}-bit vectors ({first['instruction_set']})")
     for r in ours.values():
