@@ -115,7 +115,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     std::vector<int64_t> shape(rank, 1);
     shape.front() = q.size(0);
     shape.back() = T_k;
-    scores = apply_mask(scores, reshape(key_padding_mask, shape), "key_padding_mask");
+    scores = apply_mask(scores, reshape(key_padding_mask, Shape(shape)), "key_padding_mask");
   }
   const Tensor weights = softmax(scores, -1);
   const Tensor mixed = drop ? dropout(weights, dropout_p, true, *rng) : weights;

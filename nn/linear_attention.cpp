@@ -67,7 +67,7 @@ Tensor linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, const
     std::vector<int64_t> shape(rank, 1);
     shape.front() = q.size(0);
     shape[rank - 2] = T_k;
-    fk = masked_fill(fk, reshape(key_padding_mask, shape), 0.0);
+    fk = masked_fill(fk, reshape(key_padding_mask, Shape(shape)), 0.0);
   }
   if (causal) {
     const Tensor states = cumsum(unsqueeze(fk, -1) * unsqueeze(v, -2), -3);  // (.., T, D, D_v)

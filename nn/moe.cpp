@@ -153,7 +153,7 @@ Tensor MixtureOfExperts::forward_masked(const Tensor& x, const Tensor& key_paddi
   load_balancing_ = load_balancing_loss(probs, routing, keep);
   gate_probabilities_ = probs;
   routing_ = std::move(routing);
-  return reshape(y, x.shape().vec());
+  return reshape(y, x.shape());
 }
 
 Tensor MixtureOfExperts::auxiliary_loss() const {

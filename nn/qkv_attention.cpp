@@ -31,8 +31,8 @@ Tensor QkvAttention::project_rows(const Tensor& x, int64_t from, int64_t to) con
 }
 
 std::array<Tensor, 3> QkvAttention::split_packed(const Tensor& qkv) const {
-  const std::vector<Tensor> parts = split(qkv, d_model_, -1);
-  return {split_heads(parts[0]), split_heads(parts[1]), split_heads(parts[2])};
+  const int64_t C = d_model_;  // three slices, not split(): no vector of parts to allocate each step
+  return {split_heads(slice(qkv, -1, 0, C)), split_heads(slice(qkv, -1, C, 2 * C)), split_heads(slice(qkv, -1, 2 * C, 3 * C))};
 }
 
 Tensor QkvAttention::split_heads(const Tensor& t) const {

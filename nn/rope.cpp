@@ -36,14 +36,14 @@ Tensor rotary_embedding(const Tensor& x, double base) {
   }
   const Tensor cos_m = tensor(cos_table, {T, half, 1}, x.dtype()), sin_m = tensor(sin_table, {T, half, 1}, x.dtype());
 
-  std::vector<int64_t> pairs(x.shape().begin(), x.shape().begin() + x.dim());
-  pairs.back() = half;
+  Shape pairs = x.shape();
+  pairs[pairs.rank() - 1] = half;
   pairs.push_back(2);
   const Tensor xp = reshape(x, pairs);  // (..., T, D/2, 2)
   const int64_t last = xp.dim() - 1;
   const Tensor even = slice(xp, last, 0, 1), odd = slice(xp, last, 1, 2);
   const Tensor rotated = concat({even * cos_m - odd * sin_m, even * sin_m + odd * cos_m}, last);
-  return reshape(rotated, std::vector<int64_t>(x.shape().begin(), x.shape().begin() + x.dim()));
+  return reshape(rotated, x.shape());
 }
 
 RotaryPositionalEncoding::RotaryPositionalEncoding(int64_t context_length) : context_length_(context_length) {

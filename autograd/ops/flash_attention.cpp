@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "autograd/ops/views.h"
 #include "autograd/parallel.h"
 #include "autograd/registry.h"
 #include "autograd/tape.h"
@@ -150,7 +151,13 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                    .H = H,
                    .T_q = T_q,
                    .T_k = T_k};
-  Tensor out = empty({B, H, T_q, D_v}, q.dtype()), lse = empty({B, H, T_q}, q.dtype());
+  // The output's memory is (B, T_q, H, D_v), heads side by side as nn's merge of the heads reads them (a
+  // view, no copy); the op returns it as (B, H, T_q, D_v).
+  Tensor out, lse = empty({B, H, T_q}, q.dtype());
+  {
+    NoGradGuard no_grad;
+    out = transpose(empty({B, T_q, H, D_v}, q.dtype()), 1, 2);
+  }
   dispatch_float(q.dtype(), kOp, [&](auto tag) {
     using F = decltype(tag);
     const Heads<const F> hq(tq, tq.data<F>()), hk(tk, tk.data<F>()), hv(tv, tv.data<F>());

@@ -65,16 +65,16 @@ struct ReshapeNode : NodeOf<ReshapeNode> {
   }
 };
 
-Tensor reshape(const Tensor& x, const std::vector<int64_t>& dims) {
+Tensor reshape(const Tensor& x, const Shape& dims) {
   Shape shape;
   int inferred = -1;
   int64_t known = 1;
-  for (size_t i = 0; i < dims.size(); ++i) {
+  for (int i = 0; i < dims.rank(); ++i) {
     if (dims[i] == -1) {
-      if (inferred >= 0) throw ShapeError(cat("reshape: ", x.shape(), " -> ", Shape(dims), ": more than one -1"));
-      inferred = static_cast<int>(i);
+      if (inferred >= 0) throw ShapeError(cat("reshape: ", x.shape(), " -> ", dims, ": more than one -1"));
+      inferred = i;
     } else if (dims[i] < 0) {
-      throw ShapeError(cat("reshape: ", x.shape(), " -> ", Shape(dims), ": negative dim"));
+      throw ShapeError(cat("reshape: ", x.shape(), " -> ", dims, ": negative dim"));
     } else {
       known *= dims[i];
     }
@@ -82,7 +82,7 @@ Tensor reshape(const Tensor& x, const std::vector<int64_t>& dims) {
   }
   if (inferred >= 0) {
     if (known == 0 || x.numel() % known != 0)
-      throw ShapeError(cat("reshape: ", x.shape(), " -> ", Shape(dims), ": cannot infer the -1 dim from ", x.numel(),
+      throw ShapeError(cat("reshape: ", x.shape(), " -> ", dims, ": cannot infer the -1 dim from ", x.numel(),
                            " elements"));
     shape[inferred] = x.numel() / known;
   }

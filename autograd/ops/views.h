@@ -8,7 +8,8 @@
 namespace tapegrad {
 
 /// Same elements in a new shape; one dim may be -1 (inferred). A view when strides allow, else a copy.
-Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape);
+/// (A Shape holds its dims inline: a reshape in a training step allocates nothing.)
+Tensor reshape(const Tensor& x, const Shape& shape);
 /// Swaps two dims (a view).                 x: (.., a, .., b, ..) -> (.., b, .., a, ..)
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
 /// Reorders dims: out dim i is x dim dims[i] (a view).
