@@ -32,7 +32,8 @@ struct HeadScoring {
   double alibi_slope = 0;            // adds -slope · |i - j| (0: no bias)
   double dropout_p = 0;              // probabilities dropped with probability p, kept ones scaled by 1/(1-p)
   uint64_t dropout_stream = 0;       // the head's dropout mask: keep(i, j) is a hash of (stream, i, j)
-  int64_t first_query = 0;           // the index i of the kernel's query row 0 (a block of the head's rows)
+  int64_t first_query = 0;           // forward: the index i of the kernel's query row 0 (a block of the head's
+                                     // rows); backward takes whole heads
 };
 
 /// Query and key block sizes (the tests make them small and not dividing T).
@@ -53,8 +54,8 @@ void flash_attention_forward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadM
                              int64_t T_k, int64_t D, int64_t D_v, const HeadScoring& scoring, AttentionBlocks blocks,
                              HeadMatrix<T> out, T* lse);
 
-/// The gradients of one head: dq (T_q, D), dk (T_k, D), dv (T_k, D_v) are written (not added), from the
-/// forward's out and lse, and dout (T_q, D_v).
+/// The gradients of one whole head: dq (T_q, D), dk (T_k, D), dv (T_k, D_v) are written (not added), from
+/// the forward's out and lse, and dout (T_q, D_v).
 template <class T>
 void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadMatrix<const T> v,
                               HeadMatrix<const T> out, const T* lse, HeadMatrix<const T> dout, int64_t T_q, int64_t T_k,

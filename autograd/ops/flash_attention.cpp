@@ -80,10 +80,12 @@ struct FlashAttentionNode : NodeOf<FlashAttentionNode> {
   CallScoring scoring{};
   std::vector<double> slopes;
   AttentionBlocks blocks;
-  // the four products of the forward's two and the backward's five that are not recomputation: 2·2·B·H·T_q·T_k·D
+  int64_t head_dim = 0;  // D
+  // the forward's products q kᵀ and P v over every head, 2·B·H·T_q·T_k·(D + D_v), as the fused op counts
+  // them (blocks the causal mask skips included)
   double flops() const override {
-    const double per_pair = 4.0 * static_cast<double>(out_shape[3]);
-    return per_pair * static_cast<double>(out_shape[0] * out_shape[1] * out_shape[2] * scoring.T_k);
+    const double pairs = static_cast<double>(out_shape[0] * out_shape[1] * out_shape[2] * scoring.T_k);
+    return 2.0 * pairs * static_cast<double>(head_dim + out_shape[3]);
   }
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     const Tensor &tq = q.get(kName), &tk = k.get(kName), &tv = v.get(kName), &to = out.get(kName);
@@ -189,6 +191,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
     node->scoring = call;
     node->slopes = options.alibi_slopes;
     node->blocks = options.blocks;
+    node->head_dim = D;
   }
   return out;
 }
