@@ -36,6 +36,8 @@ import sys
 import time
 from xml.sax.saxutils import escape
 
+from compare import cpu_flags, pytorch_settings  # the settings this CPU can run, as make bench offers them
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TWIN = os.path.join(HERE, "train_step_torch.py")
 MODEL = dict(d_model=256, heads=4, ff=1024, layers=2, batch_size=2)  # `tapegrad bench --config long`, T aside
@@ -47,17 +49,6 @@ MAX_STEPS = 50
 
 def model_flags(seq):
     return [x for k, v in {**MODEL, "context_length": seq}.items() for x in ("--" + k.replace("_", "-"), str(v))]
-
-
-def cpu_flags():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def available_bytes():
@@ -148,16 +139,13 @@ def setting_name(threads, coretype):
 
 def best_torch_setting(seq, address_space):
     """The fastest (threads, coretype) of the twin at T = seq, over the settings this CPU can run."""
-    flags = cpu_flags()
-    coretypes = [None] + (["Haswell"] if {"avx2", "fma"} <= flags else []) + (["SkylakeX"] if "avx512f" in flags else [])
     best, best_rate = None, 0.0
-    for threads in (1, 2):
-        for coretype in coretypes:
-            r, why = run_torch(seq, threads, coretype, 0.5, 5.0, address_space)
-            print(f"  PyTorch T = {seq}, {setting_name(threads, coretype)}: "
-                  + (f"{r['steps_per_second']:.2f} steps/s" if r else f"skipped ({why})"), flush=True)
-            if r and r["steps_per_second"] > best_rate:
-                best, best_rate = (threads, coretype), r["steps_per_second"]
+    for threads, coretype in pytorch_settings(cpu_flags()):
+        r, why = run_torch(seq, threads, coretype, 0.5, 5.0, address_space)
+        print(f"  PyTorch T = {seq}, {setting_name(threads, coretype)}: "
+              + (f"{r['steps_per_second']:.2f} steps/s" if r else f"skipped ({why})"), flush=True)
+        if r and r["steps_per_second"] > best_rate:
+            best, best_rate = (threads, coretype), r["steps_per_second"]
     return best
 
 
