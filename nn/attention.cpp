@@ -271,8 +271,20 @@ AttentionResult MultiHeadAttention::run(const Tensor& query, const Tensor& key, 
   // matrix, with the causal mask as block skipping and the hooks inside its blocks.
   if (auto flash = flash_options(T_q, T_k, d_model_ / n_heads_, attn_mask, key_padding_mask, causal, need_weights,
                                  positions)) {
+    const bool hooked = positions != nullptr && positions->acts_in_attention();
+    // Self-attention whose q and k are not turned (no hook, or ALiBi's bias alone) reads its heads in place
+    // from the packed projection, and its backward writes the packed gradient without per-head buffers.
+    if (query.same(key) && key.same(value)) {
+      const Tensor packed = project_packed(query);
+      if (!hooked) return {merge_heads(flash_self_attention(packed, n_heads_, *flash)), Tensor{}};
+      const auto [q, k, v] = split_packed(packed);
+      const auto [rotated_q, rotated_k] = positions->rotate_query_key(q, k);
+      if (rotated_q.same(q) && rotated_k.same(k))
+        return {merge_heads(flash_self_attention(packed, n_heads_, *flash)), Tensor{}};
+      return {merge_heads(flash_attention(rotated_q, rotated_k, v, *flash)), Tensor{}};
+    }
     auto [q, k, v] = project(query, key, value);
-    if (positions != nullptr && positions->acts_in_attention()) std::tie(q, k) = positions->rotate_query_key(q, k);
+    if (hooked) std::tie(q, k) = positions->rotate_query_key(q, k);
     return {merge_heads(flash_attention(q, k, v, *flash)), Tensor{}};
   }
   const Tensor full_mask = causal ? with_causal_mask(attn_mask, T_q) : attn_mask;

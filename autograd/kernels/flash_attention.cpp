@@ -135,7 +135,13 @@ template <class T>
 void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadMatrix<const T> v,
                               HeadMatrix<const T> out, const T* lse, HeadMatrix<const T> dout, int64_t T_q, int64_t T_k,
                               int64_t D, int64_t D_v, const HeadScoring& scoring, AttentionBlocks blocks,
-                              HeadMatrix<T> dq, HeadMatrix<T> dk, HeadMatrix<T> dv) {
+                              HeadMatrix<T> dq, HeadMatrix<T> dk, HeadMatrix<T> dv, bool accumulate) {
+  const auto put = [accumulate](const T* from, int64_t n, T* to) {  // a finished row of a gradient
+    if (accumulate)
+      for (int64_t c = 0; c < n; ++c) to[c] += from[c];
+    else
+      std::copy(from, from + n, to);
+  };
   const int64_t Bq = blocks.queries, Bk = blocks.keys;
   T* S = scratch<T, BackwardScratch>(2 * Bq * Bk + T_q + T_q * D + Bk * (D + D_v));
   T *P = S + Bq * Bk, *row_dot = P + Bq * Bk, *dQ = row_dot + T_q, *dK = dQ + T_q * D, *dV = dK + Bk * D;
@@ -176,11 +182,11 @@ void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, Head
       blas_gemm(true, false, cols, D, rows, scale, S, cols, q.row(i0), q.ld, T(1), dK, D);  // dK += s dSᵀ Q
     }
     for (int64_t c = 0; c < cols; ++c) {
-      std::copy(dK + c * D, dK + (c + 1) * D, dk.row(j0 + c));
-      std::copy(dV + c * D_v, dV + (c + 1) * D_v, dv.row(j0 + c));
+      put(dK + c * D, D, dk.row(j0 + c));
+      put(dV + c * D_v, D_v, dv.row(j0 + c));
     }
   }
-  for (int64_t i = 0; i < T_q; ++i) std::copy(dQ + i * D, dQ + (i + 1) * D, dq.row(i));
+  for (int64_t i = 0; i < T_q; ++i) put(dQ + i * D, D, dq.row(i));
 }
 
 template <class T>
@@ -253,7 +259,7 @@ void attention_reference(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadMatri
   template void flash_attention_backward<T>(HeadMatrix<const T>, HeadMatrix<const T>, HeadMatrix<const T>,             \
                                             HeadMatrix<const T>, const T*, HeadMatrix<const T>, int64_t, int64_t,     \
                                             int64_t, int64_t, const HeadScoring&, AttentionBlocks, HeadMatrix<T>,     \
-                                            HeadMatrix<T>, HeadMatrix<T>);                                             \
+                                            HeadMatrix<T>, HeadMatrix<T>, bool);                                       \
   template void attention_reference<T>(HeadMatrix<const T>, HeadMatrix<const T>, HeadMatrix<const T>, int64_t,        \
                                        int64_t, int64_t, int64_t, const HeadScoring&, HeadMatrix<T>,                  \
                                        HeadMatrix<const T>, HeadMatrix<T>, HeadMatrix<T>, HeadMatrix<T>);

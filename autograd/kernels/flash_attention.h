@@ -54,13 +54,13 @@ void flash_attention_forward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadM
                              int64_t T_k, int64_t D, int64_t D_v, const HeadScoring& scoring, AttentionBlocks blocks,
                              HeadMatrix<T> out, T* lse);
 
-/// The gradients of one whole head: dq (T_q, D), dk (T_k, D), dv (T_k, D_v) are written (not added), from
-/// the forward's out and lse, and dout (T_q, D_v).
+/// The gradients of one whole head, dq (T_q, D), dk (T_k, D), dv (T_k, D_v), from the forward's out and lse,
+/// and dout (T_q, D_v): written, or added to what they hold when `accumulate`.
 template <class T>
 void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadMatrix<const T> v,
                               HeadMatrix<const T> out, const T* lse, HeadMatrix<const T> dout, int64_t T_q, int64_t T_k,
                               int64_t D, int64_t D_v, const HeadScoring& scoring, AttentionBlocks blocks,
-                              HeadMatrix<T> dq, HeadMatrix<T> dk, HeadMatrix<T> dv);
+                              HeadMatrix<T> dq, HeadMatrix<T> dk, HeadMatrix<T> dv, bool accumulate = false);
 
 /// The same forward and backward with the whole (T_q, T_k) matrix, in double. dq, dk, dv may be null
 /// (forward only).

@@ -7,8 +7,10 @@
 // are in kernels/flash_attention.{h,cpp}, beside a plain reference.
 #include "autograd/ops/flash_attention.h"
 
+#include <array>
 #include <cmath>
 
+#include "autograd/ops/elementwise.h"
 #include "autograd/ops/views.h"
 #include "autograd/parallel.h"
 #include "autograd/registry.h"
@@ -20,28 +22,47 @@ namespace {
 
 constexpr const char* kOp = "flash_attention";
 
-/// Per batch and head, where the head's (T, D) matrix starts and its leading dim: the tensor's strides.
+/// Where the heads of a (B, H, T, D) operand live: head bh's (T, D) matrix starts at
+/// data + b·batch_stride + h·head_stride (b = bh / H, h = bh % H), its rows ld apart.
 template <class T>
 struct Heads {
   T* data;
   int64_t batch_stride, head_stride, ld, H;
-  Heads(const Tensor& t, T* base)
-      : data(base), batch_stride(t.strides()[0]), head_stride(t.strides()[1]), ld(t.strides()[2]), H(t.size(1)) {}
   HeadMatrix<T> at(int64_t bh) const { return {data + bh / H * batch_stride + bh % H * head_stride, ld}; }
 };
+
+/// The heads of t (B, H, T, D), read through its strides.
+template <class T>
+Heads<T> heads_of(const Tensor& t, T* base) {
+  return {base, t.strides()[0], t.strides()[1], t.strides()[2], t.size(1)};
+}
+
+/// The heads of q, k and v in a packed projection [q | k | v] (B, T, 3C) at base: head h of q is the (T, D)
+/// block at column h·D, leading dim 3C, and k and v are the blocks C and 2C further on.
+template <class T>
+std::array<Heads<T>, 3> packed_heads(const Shape& packed, T* base, int64_t H) {
+  const int64_t T_ = packed[1], C = packed[2] / 3;
+  const Heads<T> q{base, T_ * 3 * C, C / H, 3 * C, H};
+  return {q, Heads<T>{base + C, q.batch_stride, q.head_stride, q.ld, H},
+          Heads<T>{base + 2 * C, q.batch_stride, q.head_stride, q.ld, H}};
+}
 
 /// The tensor itself when BLAS can read its heads in place (unit stride along D), else a contiguous copy.
 Tensor readable(const Tensor& t) { return t.strides()[3] == 1 || t.size(3) == 1 ? t : t.contiguous(); }
 
+struct Dims {
+  int64_t B, H, T_q, T_k, D, D_v;
+};
+
 /// The scoring of head bh (b = bh / H, h = bh % H) of a call.
 struct CallScoring {
-  double scale;
-  bool causal;
-  const bool* padding;  // (B, T_k) or null
-  const std::vector<double>* slopes;
-  double dropout_p;
-  uint64_t seed;
-  int64_t H, T_q, T_k;
+  double scale = 1;
+  bool causal = false;
+  const bool* padding = nullptr;  // (B, T_k) or null
+  const std::vector<double>* slopes = nullptr;
+  double dropout_p = 0;
+  uint64_t seed = 0;
+  int64_t H = 1, T_q = 0, T_k = 0;
   HeadScoring head(int64_t bh) const {
     HeadScoring s;
     s.scale = scale;
@@ -54,6 +75,57 @@ struct CallScoring {
     return s;
   }
 };
+
+/// The options checked against the call's shapes, with a ShapeError or ValueError naming what is wrong.
+void check_options(const FlashAttentionOptions& options, const Dims& d) {
+  const Tensor& padding = options.key_padding_mask;
+  if (padding.defined() && (padding.dtype() != DType::boolean || !(padding.shape() == Shape{d.B, d.T_k})))
+    throw ShapeError(cat(kOp, ": key_padding_mask ", padding.shape(), " ", dtype_name(padding.dtype()),
+                         " must be bool (B, T_k) = [", d.B, ",", d.T_k, "]"));
+  if (!options.alibi_slopes.empty() && static_cast<int64_t>(options.alibi_slopes.size()) != d.H)
+    throw ShapeError(cat(kOp, ": ", options.alibi_slopes.size(), " ALiBi slopes for ", d.H, " heads"));
+  if (!(options.dropout_p >= 0 && options.dropout_p < 1))
+    throw ValueError(cat(kOp, ": dropout_p must be in [0, 1), got ", options.dropout_p));
+  if (options.dropout_p > 0 && options.dropout_rng == nullptr)
+    throw ValueError(cat(kOp, ": dropout_p = ", options.dropout_p, " needs a generator"));
+  if (options.blocks.queries < 1 || options.blocks.keys < 1)
+    throw ValueError(cat(kOp, ": block sizes must be >= 1, got ", options.blocks.queries, " x ", options.blocks.keys));
+  if (!(options.scale >= 0 && std::isfinite(options.scale)))
+    throw ValueError(cat(kOp, ": scale must be finite and >= 0 (0: 1/sqrt(D)), got ", options.scale));
+}
+
+/// out (its heads ho) and lse (B, H, T_q) of every head; work items are (head, block of queries), independent
+/// rows of the output.
+template <class F>
+void forward_heads(const std::array<Heads<const F>, 3>& qkv, const Heads<F>& ho, F* lse, const Dims& d,
+                   const CallScoring& call, AttentionBlocks blocks) {
+  const auto& [hq, hk, hv] = qkv;
+  const int64_t query_blocks = (d.T_q + blocks.queries - 1) / blocks.queries;
+  parallel_for(d.B * d.H * query_blocks, grain_for_flops(4 * blocks.queries * d.T_k * d.D), [&](int64_t first, int64_t last) {
+    for (int64_t item = first; item < last; ++item) {
+      const int64_t bh = item / query_blocks, i0 = item % query_blocks * blocks.queries;
+      HeadScoring s = call.head(bh);
+      s.first_query = i0;
+      flash_attention_forward<F>({hq.at(bh).row(i0), hq.ld}, hk.at(bh), hv.at(bh), std::min(blocks.queries, d.T_q - i0),
+                                 d.T_k, d.D, d.D_v, s, blocks, {ho.at(bh).row(i0), ho.ld}, lse + bh * d.T_q + i0);
+    }
+  });
+}
+
+/// The gradients of every head into dqkv's heads (written, or added when accumulate); one head per item.
+template <class F>
+void backward_heads(const std::array<Heads<const F>, 3>& qkv, const Heads<const F>& ho, const F* lse,
+                    const Heads<const F>& hdo, const Dims& d, const CallScoring& call, AttentionBlocks blocks,
+                    const std::array<Heads<F>, 3>& dqkv, bool accumulate) {
+  const auto& [hq, hk, hv] = qkv;
+  const auto& [hdq, hdk, hdv] = dqkv;
+  parallel_for(d.B * d.H, grain_for_flops(10 * d.T_q * d.T_k * d.D), [&](int64_t first, int64_t last) {
+    for (int64_t bh = first; bh < last; ++bh)
+      flash_attention_backward<F>(hq.at(bh), hk.at(bh), hv.at(bh), ho.at(bh), lse + bh * d.T_q, hdo.at(bh), d.T_q,
+                                  d.T_k, d.D, d.D_v, call.head(bh), blocks, hdq.at(bh), hdk.at(bh), hdv.at(bh),
+                                  accumulate);
+  });
+}
 
 }  // namespace
 
@@ -73,48 +145,98 @@ struct CallScoring {
 //           dQ = s dS K;  dK = s dSᵀ Q
 //   FlashAttention-2's order: key blocks outside, query blocks inside, so dK and dV of a key block are
 //   finished before the next, and dQ sums over key blocks in a (T_q, D) buffer.
-// saves   : q, k, v, O, L (B, H, T_q); the padding mask; the dropout seed. No (T_q, T_k) matrix.
+// saves   : q, k, v (or the packed qkv), O, L (B, H, T_q); the padding mask; the dropout seed. No (T_q, T_k)
+//           matrix.
 struct FlashAttentionNode : NodeOf<FlashAttentionNode> {
   static constexpr const char* kName = "flash_attention";
-  Saved q, k, v, out, lse, key_padding_mask;
-  CallScoring scoring{};
+  Saved q, k, v, out, lse, key_padding_mask;  // packed: q holds the packed (B, T, 3C) projection, k and v none
+  bool packed = false;
+  Dims dims{};
+  CallScoring scoring;
   std::vector<double> slopes;
   AttentionBlocks blocks;
-  int64_t head_dim = 0;  // D
   // the forward's products q kᵀ and P v over every head, 2·B·H·T_q·T_k·(D + D_v), as the fused op counts
   // them (blocks the causal mask skips included)
   double flops() const override {
-    const double pairs = static_cast<double>(out_shape[0] * out_shape[1] * out_shape[2] * scoring.T_k);
-    return 2.0 * pairs * static_cast<double>(head_dim + out_shape[3]);
+    return 2.0 * static_cast<double>(dims.B * dims.H * dims.T_q * dims.T_k) * static_cast<double>(dims.D + dims.D_v);
   }
   void backward(const Tensor& dout, BackwardContext& ctx) override {
-    const Tensor &tq = q.get(kName), &tk = k.get(kName), &tv = v.get(kName), &to = out.get(kName);
+    const Tensor& to = out.get(kName);
     if (!(dout.shape() == to.shape()))
       throw AutogradError(cat(kName, " backward: dout ", dout.shape(), " vs output ", to.shape()));
-    const int64_t B = tq.size(0), H = tq.size(1), T_q = tq.size(2), D = tq.size(3), T_k = tk.size(2),
-                  D_v = tv.size(3);
-    Tensor dq = empty(tq.shape(), tq.dtype()), dk = empty(tk.shape(), tk.dtype()), dv = empty(tv.shape(), tv.dtype());
     CallScoring call = scoring;
     call.slopes = &slopes;
     const Tensor& padding = key_padding_mask.get(kName);
     call.padding = padding.defined() ? padding.data<bool>() : nullptr;
+    if (packed) {  // straight into the packed gradient: each of its elements gets one head's contribution
+      const Tensor& x = q.get(kName);
+      ctx.add_into(0, [&](auto dqkv) {
+        using F = typename decltype(dqkv)::value_type;
+        backward_heads<F>(packed_heads<const F>(x.shape(), x.data<F>(), dims.H), heads_of<const F>(to, to.data<F>()),
+                          lse.get(kName).data<F>(), heads_of<const F>(dout, dout.data<F>()), dims, call, blocks,
+                          packed_heads<F>(x.shape(), dqkv.data(), dims.H), decltype(dqkv)::mode == GradMode::add);
+      });
+      return;
+    }
+    const Tensor &tq = q.get(kName), &tk = k.get(kName), &tv = v.get(kName);
+    Tensor dq = empty(tq.shape(), tq.dtype()), dk = empty(tk.shape(), tk.dtype()), dv = empty(tv.shape(), tv.dtype());
     dispatch_float(tq.dtype(), kName, [&](auto tag) {
       using F = decltype(tag);
-      const Heads<const F> hq(tq, tq.data<F>()), hk(tk, tk.data<F>()), hv(tv, tv.data<F>()), ho(to, to.data<F>()),
-          hdo(dout, dout.data<F>());
-      const Heads<F> hdq(dq, dq.data<F>()), hdk(dk, dk.data<F>()), hdv(dv, dv.data<F>());
-      const F* plse = lse.get(kName).data<F>();
-      parallel_for(B * H, grain_for_flops(10 * T_q * T_k * D), [&](int64_t first, int64_t last) {
-        for (int64_t bh = first; bh < last; ++bh)
-          flash_attention_backward<F>(hq.at(bh), hk.at(bh), hv.at(bh), ho.at(bh), plse + bh * T_q, hdo.at(bh), T_q,
-                                      T_k, D, D_v, call.head(bh), blocks, hdq.at(bh), hdk.at(bh), hdv.at(bh));
-      });
+      backward_heads<F>({heads_of<const F>(tq, tq.data<F>()), heads_of<const F>(tk, tk.data<F>()),
+                         heads_of<const F>(tv, tv.data<F>())},
+                        heads_of<const F>(to, to.data<F>()), lse.get(kName).data<F>(),
+                        heads_of<const F>(dout, dout.data<F>()), dims, call, blocks,
+                        {heads_of<F>(dq, dq.data<F>()), heads_of<F>(dk, dk.data<F>()), heads_of<F>(dv, dv.data<F>())},
+                        false);
     });
     ctx.accumulate(0, dq);
     ctx.accumulate(1, dk);
     ctx.accumulate(2, dv);
   }
 };
+
+namespace {
+
+/// The forward of both entry points, given how to find the heads of q, k and v (`heads(tag)`), and the node
+/// recorded by `record_node(out)` (which may return null), filled in here.
+template <class HeadsOf, class Record>
+Tensor run_flash(DType dtype, const Dims& d, const FlashAttentionOptions& options, HeadsOf heads, Record record_node) {
+  check_options(options, d);
+  const Tensor mask = options.key_padding_mask.defined() ? options.key_padding_mask.contiguous() : Tensor{};
+  CallScoring call;
+  call.scale = options.scale > 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(d.D));
+  call.causal = options.causal;
+  call.padding = mask.defined() ? mask.data<bool>() : nullptr;
+  call.slopes = &options.alibi_slopes;
+  call.dropout_p = options.dropout_p;
+  call.seed = options.dropout_p > 0 ? options.dropout_rng->next_u64() : 0;
+  call.H = d.H;
+  call.T_q = d.T_q;
+  call.T_k = d.T_k;
+  // The output's memory is (B, T_q, H, D_v), heads side by side as nn's merge of the heads reads them (a
+  // view, no copy); the op returns it as (B, H, T_q, D_v).
+  Tensor out, lse = empty({d.B, d.H, d.T_q}, dtype);
+  {
+    NoGradGuard no_grad;
+    out = transpose(empty({d.B, d.T_q, d.H, d.D_v}, dtype), 1, 2);
+  }
+  dispatch_float(dtype, kOp, [&](auto tag) {
+    using F = decltype(tag);
+    forward_heads<F>(heads(tag), heads_of<F>(out, out.data<F>()), lse.data<F>(), d, call, options.blocks);
+  });
+  if (FlashAttentionNode* node = record_node(out)) {
+    node->out = out;
+    node->lse = lse;
+    node->key_padding_mask = mask;
+    node->dims = d;
+    node->scoring = call;
+    node->slopes = options.alibi_slopes;
+    node->blocks = options.blocks;
+  }
+  return out;
+}
+
+}  // namespace
 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const FlashAttentionOptions& options) {
   for (const Tensor* t : {&q, &k, &v})
@@ -123,77 +245,52 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
                            dtype_name(k.dtype()), ", ", dtype_name(v.dtype())));
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
     throw ShapeError(cat(kOp, ": q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(), " must be (B, H, T, D)"));
-  const int64_t B = q.size(0), H = q.size(1), T_q = q.size(2), D = q.size(3), T_k = k.size(2), D_v = v.size(3);
-  if (k.size(0) != B || k.size(1) != H || k.size(3) != D || v.size(0) != B || v.size(1) != H || v.size(2) != T_k)
+  const Dims d{q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), v.size(3)};
+  if (k.size(0) != d.B || k.size(1) != d.H || k.size(3) != d.D || v.size(0) != d.B || v.size(1) != d.H ||
+      v.size(2) != d.T_k)
     throw ShapeError(cat(kOp, ": q ", q.shape(), ", k ", k.shape(), ", v ", v.shape(),
                          " must be (B, H, T_q, D), (B, H, T_k, D), (B, H, T_k, D_v)"));
-  const Tensor& padding = options.key_padding_mask;
-  if (padding.defined() && (padding.dtype() != DType::boolean || !(padding.shape() == Shape{B, T_k})))
-    throw ShapeError(cat(kOp, ": key_padding_mask ", padding.shape(), " ", dtype_name(padding.dtype()),
-                         " must be bool (B, T_k) = [", B, ",", T_k, "]"));
-  if (!options.alibi_slopes.empty() && static_cast<int64_t>(options.alibi_slopes.size()) != H)
-    throw ShapeError(cat(kOp, ": ", options.alibi_slopes.size(), " ALiBi slopes for ", H, " heads"));
-  if (!(options.dropout_p >= 0 && options.dropout_p < 1))
-    throw ValueError(cat(kOp, ": dropout_p must be in [0, 1), got ", options.dropout_p));
-  if (options.dropout_p > 0 && options.dropout_rng == nullptr)
-    throw ValueError(cat(kOp, ": dropout_p = ", options.dropout_p, " needs a generator"));
-  if (options.blocks.queries < 1 || options.blocks.keys < 1)
-    throw ValueError(cat(kOp, ": block sizes must be >= 1, got ", options.blocks.queries, " x ", options.blocks.keys));
-  if (!(options.scale >= 0 && std::isfinite(options.scale)))
-    throw ValueError(cat(kOp, ": scale must be finite and >= 0 (0: 1/sqrt(D)), got ", options.scale));
-
   const Tensor tq = readable(q), tk = readable(k), tv = readable(v);
-  const Tensor mask = padding.defined() ? padding.contiguous() : Tensor{};
-  CallScoring call{.scale = options.scale > 0 ? options.scale : 1.0 / std::sqrt(static_cast<double>(D)),
-                   .causal = options.causal,
-                   .padding = mask.defined() ? mask.data<bool>() : nullptr,
-                   .slopes = &options.alibi_slopes,
-                   .dropout_p = options.dropout_p,
-                   .seed = options.dropout_p > 0 ? options.dropout_rng->next_u64() : 0,
-                   .H = H,
-                   .T_q = T_q,
-                   .T_k = T_k};
-  // The output's memory is (B, T_q, H, D_v), heads side by side as nn's merge of the heads reads them (a
-  // view, no copy); the op returns it as (B, H, T_q, D_v).
-  Tensor out, lse = empty({B, H, T_q}, q.dtype());
-  {
-    NoGradGuard no_grad;
-    out = transpose(empty({B, T_q, H, D_v}, q.dtype()), 1, 2);
-  }
-  dispatch_float(q.dtype(), kOp, [&](auto tag) {
-    using F = decltype(tag);
-    const Heads<const F> hq(tq, tq.data<F>()), hk(tk, tk.data<F>()), hv(tv, tv.data<F>());
-    const Heads<F> ho(out, out.data<F>());
-    F* plse = lse.data<F>();
-    // Work items are (head, block of queries): independent rows of the output.
-    const int64_t query_blocks = (T_q + options.blocks.queries - 1) / options.blocks.queries;
-    const int64_t block_flops = 4 * options.blocks.queries * T_k * D;
-    parallel_for(B * H * query_blocks, grain_for_flops(block_flops), [&](int64_t first, int64_t last) {
-      for (int64_t item = first; item < last; ++item) {
-        const int64_t bh = item / query_blocks, i0 = item % query_blocks * options.blocks.queries;
-        const int64_t rows = std::min(options.blocks.queries, T_q - i0);
-        const HeadMatrix<const F> qb{hq.at(bh).row(i0), hq.ld};
-        const HeadMatrix<F> ob{ho.at(bh).row(i0), ho.ld};
-        HeadScoring s = call.head(bh);
-        s.first_query = i0;
-        flash_attention_forward<F>(qb, hk.at(bh), hv.at(bh), rows, T_k, D, D_v, s, options.blocks, ob,
-                                   plse + bh * T_q + i0);
-      }
-    });
-  });
-  if (auto* node = record<FlashAttentionNode>(out, q, k, v)) {
-    node->q = tq;
-    node->k = tk;
-    node->v = tv;
-    node->out = out;
-    node->lse = lse;
-    node->key_padding_mask = mask;
-    node->scoring = call;
-    node->slopes = options.alibi_slopes;
-    node->blocks = options.blocks;
-    node->head_dim = D;
-  }
-  return out;
+  return run_flash(
+      q.dtype(), d, options,
+      [&](auto tag) {
+        using F = decltype(tag);
+        return std::array<Heads<const F>, 3>{heads_of<const F>(tq, tq.data<F>()), heads_of<const F>(tk, tk.data<F>()),
+                                             heads_of<const F>(tv, tv.data<F>())};
+      },
+      [&](Tensor& out) {
+        FlashAttentionNode* node = record<FlashAttentionNode>(out, q, k, v);
+        if (node) {
+          node->q = tq;
+          node->k = tk;
+          node->v = tv;
+        }
+        return node;
+      });
+}
+
+Tensor flash_self_attention(const Tensor& qkv, int64_t n_heads, const FlashAttentionOptions& options) {
+  if (!is_floating(qkv.dtype()))
+    throw DTypeError(cat(kOp, ": qkv must be float32 or float64, got ", dtype_name(qkv.dtype()), " ", qkv.shape()));
+  if (qkv.dim() != 3 || qkv.size(2) % 3 != 0 || n_heads <= 0 || (qkv.size(2) / 3) % n_heads != 0)
+    throw ShapeError(cat(kOp, ": qkv ", qkv.shape(), " must be (B, T, 3C) with C divisible by n_heads = ", n_heads));
+  const Tensor x = qkv.contiguous();
+  const int64_t C = x.size(2) / 3, D = C / n_heads;
+  const Dims d{x.size(0), n_heads, x.size(1), x.size(1), D, D};
+  return run_flash(
+      x.dtype(), d, options,
+      [&](auto tag) {
+        using F = decltype(tag);
+        return packed_heads<const F>(x.shape(), x.data<F>(), n_heads);
+      },
+      [&](Tensor& out) {
+        FlashAttentionNode* node = record<FlashAttentionNode>(out, qkv);
+        if (node) {
+          node->q = x;
+          node->packed = true;
+        }
+        return node;
+      });
 }
 
 }  // namespace tapegrad
@@ -250,6 +347,28 @@ const bool registered = register_gradchecks({
                }),
     flash_case("T1-padded", 1, 1, 3, [](auto& o) { o.key_padding_mask = mask({0, 1}, {2, 1}); }),
     flash_case("one-block-causal", 5, 5, 3, [](auto& o) { o.causal = true; }),
+    // The packed entry point over qkv (2, 5, 12): 2 heads of 2. Its backward writes the packed gradient,
+    // assigned when the buffer is new; in the second case x is also read through a view whose backward runs
+    // first, so flash's contribution is added.
+    op_case("attention/flash_self_attention/causal-key-padding-alibi", {{{2, 5, 12}}},
+            [](const std::vector<Tensor>& in) {
+              FlashAttentionOptions o;
+              o.causal = true;
+              o.key_padding_mask = padding_2x5();
+              o.alibi_slopes = {0.5, 0.25};
+              o.blocks = {2, 3};
+              return flash_self_attention(in[0], 2, o);
+            }),
+    op_case("attention/flash_self_attention/dropout-added-to-a-used-buffer", {{{2, 5, 12}}},
+            [](const std::vector<Tensor>& in) {
+              Generator rng(11);
+              FlashAttentionOptions o;
+              o.dropout_p = 0.3;
+              o.dropout_rng = &rng;
+              o.blocks = {3, 2};
+              const Tensor out = flash_self_attention(in[0], 2, o);
+              return out + transpose(reshape(slice(in[0], 2, 8, 12), {2, 5, 2, 2}), 1, 2);
+            }),
 });
 
 }  // namespace

@@ -27,4 +27,10 @@ struct FlashAttentionOptions {
 /// Each may be a strided view (heads split out of (B, T, C)) whose last dim is contiguous.
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, const FlashAttentionOptions& options = {});
 
+/// flash_attention of self-attention on the packed projection qkv = [q | k | v], its heads read in place
+/// (head h of q is columns h·D .. h·D + D of the first C, as fused_self_attention reads them). Its backward
+/// writes the packed gradient directly, without a gradient buffer per head.
+///   qkv: (B, T, 3C), C = n_heads · D -> (B, H, T, D), laid out (B, T, H, D) as flash_attention's
+Tensor flash_self_attention(const Tensor& qkv, int64_t n_heads, const FlashAttentionOptions& options = {});
+
 }  // namespace tapegrad

@@ -151,6 +151,26 @@ TEST_CASE("flash_attention: output and gradients equal attention composed from p
   (void)padding;
 }
 
+TEST_CASE("flash_self_attention on the packed projection equals flash_attention on its split heads") {
+  Generator gen(8);
+  const int64_t B = 2, T = 300, H = 4, D = 8, C = H * D;
+  const Tensor qkv_data = randn({B, T, 3 * C}, gen), dout = randn({B, H, T, D}, gen);
+  FlashAttentionOptions options;
+  options.causal = true;
+  options.alibi_slopes = {0.5, 0.25, 0.125, 0.0625};
+  auto run = [&](bool packed) {
+    Tensor qkv = qkv_data.clone().requires_grad_();
+    auto head = [&](int64_t part) { return transpose(reshape(slice(qkv, 2, part * C, (part + 1) * C), {B, T, H, D}), 1, 2); };
+    const Tensor out = packed ? flash_self_attention(qkv, H, options) : flash_attention(head(0), head(1), head(2), options);
+    backward(out, dout);
+    return std::make_pair(out.detach(), qkv.grad());
+  };
+  const auto [packed_out, packed_grad] = run(true);
+  const auto [split_out, split_grad] = run(false);
+  CHECK(max_abs_diff(packed_out, split_out) == 0);  // the same kernels on the same numbers
+  CHECK(max_abs_diff(packed_grad, split_grad) == 0);
+}
+
 TEST_CASE("flash_attention: dropout drops p of the probabilities, the same ones for the same seed") {
   int64_t kept = 0;
   const int64_t n = 200000;
