@@ -1,13 +1,12 @@
+// `tapegrad bench`: its configurations and the timed run (bench.h); the machine it measures against is
+// machine.cpp, the report of a run bench_report.cpp.
 #include "train/cli/bench.h"
 
-#include <immintrin.h>
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <system_error>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -27,74 +26,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-// Twelve independent accumulator chains hide the FMA latency (4 cycles) behind two FMA pipes. Each
-// iteration is 12 FMAs of `lanes` floats, 2 FLOPs each.
-constexpr int kChains = 12;
-
-__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iterations) {
-  __m512 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(0.001f * static_cast<float>(c));
-  const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iterations; ++i)
-    for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], mul, add);
-  alignas(64) float lanes[16];
-  float sum = 0;
-  for (int c = 0; c < kChains; ++c) {
-    _mm512_store_ps(lanes, acc[c]);
-    for (float v : lanes) sum += v;
-  }
-  return sum;
-}
-
-__attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iterations) {
-  __m256 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(0.001f * static_cast<float>(c));
-  const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iterations; ++i)
-    for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], mul, add);
-  alignas(32) float lanes[8];
-  float sum = 0;
-  for (int c = 0; c < kChains; ++c) {
-    _mm256_store_ps(lanes, acc[c]);
-    for (float v : lanes) sum += v;
-  }
-  return sum;
-}
-
-// Without FMA (an x86-64 CPU before Haswell): a multiply and an add per lane, 2 FLOPs as well.
-float mul_add_chains_sse2(int64_t iterations) {
-  __m128 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm_set1_ps(0.001f * static_cast<float>(c));
-  const __m128 mul = _mm_set1_ps(0.999999f), add = _mm_set1_ps(1e-7f);
-  for (int64_t i = 0; i < iterations; ++i)
-    for (int c = 0; c < kChains; ++c) acc[c] = _mm_add_ps(_mm_mul_ps(acc[c], mul), add);
-  alignas(16) float lanes[4];
-  float sum = 0;
-  for (int c = 0; c < kChains; ++c) {
-    _mm_store_ps(lanes, acc[c]);
-    for (float v : lanes) sum += v;
-  }
-  return sum;
-}
-
-/// The value of /proc/cpuinfo's first "model name" line; "unknown" without one.
-std::string cpu_model_name() {
-  std::FILE* file = std::fopen("/proc/cpuinfo", "r");
-  if (!file) return "unknown";
-  char line[512];
-  std::string model = "unknown";
-  while (std::fgets(line, sizeof line, file)) {
-    const std::string text = line;
-    if (text.rfind("model name", 0) != 0) continue;
-    const size_t colon = text.find(':');
-    if (colon != std::string::npos) model = text.substr(text.find_first_not_of(' ', colon + 1));
-    while (!model.empty() && (model.back() == '\n' || model.back() == ' ')) model.pop_back();
-    break;
-  }
-  std::fclose(file);
-  return model;
-}
 
 /// The peak resident set of the process so far, in MiB.
 double peak_rss_mib() {
@@ -117,17 +48,6 @@ nn::ClassifierOptions bench_model(const BenchConfig& c) {
   options.num_classes = c.classes;
   options.dropout = 0;
   return options;
-}
-
-/// set_num_threads, with a pool the machine cannot start (a process limit: "Resource temporarily
-/// unavailable") named by the flag that asked for it.
-void start_threads(int threads) {
-  try {
-    set_num_threads(threads);
-  } catch (const std::system_error& e) {
-    throw ValueError(cat("--threads ", threads, ": this machine cannot start that many threads (", e.what(),
-                         "); ask for fewer"));
-  }
 }
 
 NamedRegistry<BenchConfig>& registry() {
@@ -200,39 +120,6 @@ double step_flops(const BenchConfig& c) {
   const double layer = 2 * N * C * 3 * C + 2 * N * C * C + 4 * static_cast<double>(c.batch) * T * T * C + 4 * N * C * F;
   const double head = 2.0 * static_cast<double>(c.batch) * C * static_cast<double>(c.classes);
   return 3 * (static_cast<double>(c.layers) * layer + head);
-}
-
-CpuInfo cpu_info() {
-  __builtin_cpu_init();
-  CpuInfo cpu;
-  cpu.model = cpu_model_name();
-  if (__builtin_cpu_supports("avx512f")) cpu = {cpu.model, 512, "AVX-512"};
-  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) cpu = {cpu.model, 256, "AVX2+FMA"};
-  else cpu = {cpu.model, 128, "SSE2 (no FMA)"};
-  return cpu;
-}
-
-double measure_fma_peak_gflops(int threads) {
-  const int bits = cpu_info().vector_bits;
-  const double flops_per_iteration = 2.0 * kChains * (bits / 32);
-  const auto chains = [bits](int64_t iterations) {
-    return bits == 512 ? fma_chains_avx512(iterations)
-                       : bits == 256 ? fma_chains_avx2(iterations) : mul_add_chains_sse2(iterations);
-  };
-  const int64_t iterations = 10'000'000;  // about 0.05 s per core
-  std::atomic<float> sink{0};
-  start_threads(threads);
-  const int parts = num_threads();
-  // The best of a few trials: a neighbour on a shared machine only ever makes a trial slower.
-  double best = 0;
-  for (int trial = 0; trial < 5; ++trial) {
-    const auto start = Clock::now();
-    parallel_for(parts, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) sink = sink + chains(iterations);
-    });
-    best = std::max(best, flops_per_iteration * static_cast<double>(iterations) * parts / seconds_since(start) / 1e9);
-  }
-  return best;
 }
 
 /// Rate on c.threads ÷ rate on one thread: chunks of `chunk` steps on each, alternated `repeats` times,
@@ -342,114 +229,6 @@ BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
   r.blas_advice = blas.advice;
   r.cpu = cpu_info();
   return r;
-}
-
-namespace {
-
-/// The profile's rows per step, as JSON (null without a profile).
-nlohmann::json profile_json(const BenchResult& r) {
-  if (r.profile.empty()) return nullptr;
-  nlohmann::json rows = nlohmann::json::array();
-  const double steps = static_cast<double>(r.profiled_steps);
-  for (const OpTimes& op : r.profile)
-    rows.push_back({{"op", op.name},
-                    {"calls_per_step", static_cast<double>(op.calls) / steps},
-                    {"forward_ms_per_step", 1e3 * op.forward_seconds / steps},
-                    {"backward_ms_per_step", 1e3 * op.backward_seconds / steps},
-                    {"gflop_per_step", op.flops / steps / 1e9}});
-  return {{"steps", r.profiled_steps}, {"ms_per_step", 1e3 * r.profiled_seconds / steps}, {"ops", rows}};
-}
-
-}  // namespace
-
-nlohmann::json to_json(const BenchResult& r) {
-  const BenchConfig& c = r.config;
-  return {{"config", c.name},
-          {"d_model", c.d_model},
-          {"heads", c.heads},
-          {"d_ff", c.d_ff},
-          {"layers", c.layers},
-          {"seq", c.seq},
-          {"batch", c.batch},
-          {"parameters", r.parameters},
-          {"steps", c.steps},
-          {"steps_per_second", r.steps_per_second},
-          {"tokens_per_second", r.tokens_per_second},
-          {"gflop_per_step", step_flops(c) / 1e9},
-          {"gflops", r.gflops},
-          {"peak_gflops", r.peak_gflops},
-          {"model_flop_utilisation", r.utilisation},
-          {"threads", r.threads},
-          {"blas", r.blas},
-          {"blas_kernels", r.kernels},
-          {"blas_advice", r.blas_advice},
-          {"peak_rss_mib", r.peak_rss_mib},
-          {"heap_allocations_per_step", r.heap_allocations_per_step < 0 ? nlohmann::json() : nlohmann::json(r.heap_allocations_per_step)},
-          {"storage_mappings_per_step", r.storage_mappings_per_step},
-          {"final_loss", r.final_loss},
-          {"cpu", r.cpu.model},
-          {"vector_bits", r.cpu.vector_bits},
-          {"instruction_set", r.cpu.instruction_set},
-          {"profile", profile_json(r)},
-          {"thread_scaling", c.scaling ? nlohmann::json(r.thread_scaling) : nlohmann::json()}};
-}
-
-std::string describe(const BenchResult& r) {
-  const BenchConfig& c = r.config;
-  char text[2048];
-  const std::string heap = r.heap_allocations_per_step < 0 ? std::string("not counted")
-                                                           : cat(static_cast<int64_t>(r.heap_allocations_per_step + 0.5));
-  std::snprintf(text, sizeof text,
-                "%s: d_model %lld, %lld heads, d_ff %lld, %lld layers, T %lld, batch %lld (%lld parameters)\n"
-                "  %.2f steps/s, %.0f tokens/s, %.1f GFLOP/s of %.1f GFLOP per step: %.1f%% of the FMA peak (%.0f GFLOP/s)\n"
-                "  CPU: %s, %d-bit vectors (%s)\n"
-                "  %d thread%s; BLAS: %s, kernels %s\n"
-                "  peak RSS %.1f MiB; per step: %s heap allocations, %.2f new buffer mappings\n",
-                c.name.c_str(), static_cast<long long>(c.d_model), static_cast<long long>(c.heads),
-                static_cast<long long>(c.d_ff), static_cast<long long>(c.layers), static_cast<long long>(c.seq),
-                static_cast<long long>(c.batch), static_cast<long long>(r.parameters), r.steps_per_second,
-                r.tokens_per_second, r.gflops, step_flops(c) / 1e9, 100 * r.utilisation, r.peak_gflops,
-                r.cpu.model.c_str(), r.cpu.vector_bits, r.cpu.instruction_set.c_str(), r.threads, r.threads == 1 ? "" : "s",
-                r.blas.c_str(), r.kernels.c_str(), r.peak_rss_mib, heap.c_str(), r.storage_mappings_per_step);
-  std::string out = text;
-  if (!r.blas_advice.empty()) out += "  note: " + r.blas_advice + "\n";
-  if (c.scaling) {
-    std::snprintf(text, sizeof text, "  %d threads against 1: %.2fx (median of %lld alternated pairs of %lld-step chunks)\n",
-                  r.threads, r.thread_scaling, static_cast<long long>(c.repeats),
-                  static_cast<long long>(std::max<int64_t>(1, c.steps / c.repeats)));
-    out += text;
-  }
-  if (!r.profile.empty()) out += describe_profile(r);
-  return out;
-}
-
-std::string describe_profile(const BenchResult& r) {
-  const double steps = static_cast<double>(r.profiled_steps), step_ms = 1e3 * r.profiled_seconds / steps;
-  std::vector<OpTimes> rows = r.profile;
-  std::sort(rows.begin(), rows.end(), [](const OpTimes& a, const OpTimes& b) {
-    return a.forward_seconds + a.backward_seconds > b.forward_seconds + b.backward_seconds;
-  });
-  char line[256];
-  std::snprintf(line, sizeof line, "  profile of %lld steps: %.2f ms a step (times per step)\n",
-                static_cast<long long>(r.profiled_steps), step_ms);
-  std::string out = line;
-  std::snprintf(line, sizeof line, "  %-24s %7s %10s %11s %9s %6s %9s\n", "op", "calls", "forward ms", "backward ms",
-                "total ms", "share", "GFLOP/s");
-  out += line;
-  double booked = 0;
-  for (const OpTimes& op : rows) {
-    const double forward = 1e3 * op.forward_seconds / steps, backward = 1e3 * op.backward_seconds / steps;
-    const double total = forward + backward;
-    booked += total;
-    const double seconds = op.forward_seconds + op.backward_seconds;
-    const std::string gflops = op.flops > 0 ? cat(static_cast<int64_t>(op.flops / seconds / 1e9 + 0.5)) : "";
-    std::snprintf(line, sizeof line, "  %-24s %7.1f %10.3f %11.3f %9.3f %5.1f%% %9s\n", op.name.c_str(),
-                  static_cast<double>(op.calls) / steps, forward, backward, total, 100 * total / step_ms, gflops.c_str());
-    out += line;
-  }
-  std::snprintf(line, sizeof line, "  %-24s %7s %10s %11s %9.3f %5.1f%%\n", "(outside the table)", "", "", "",
-                step_ms - booked, 100 * (step_ms - booked) / step_ms);
-  return out + line;
 }
 
 }  // namespace tapegrad

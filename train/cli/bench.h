@@ -9,6 +9,7 @@
 
 #include "autograd/named_registry.h"
 #include "autograd/profile.h"
+#include "train/cli/machine.h"
 
 namespace tapegrad {
 
@@ -42,20 +43,6 @@ void validate(const BenchConfig& config);
 /// Floating-point operations of one training step: 3 × the forward pass's matrix products (forward,
 /// and backward's two products per forward product), counting a multiply-add as 2.
 double step_flops(const BenchConfig& config);
-
-/// The CPU the bench runs on: its model name (/proc/cpuinfo) and the widest float vectors tapegrad's
-/// kernels and the FMA peak use on it.
-struct CpuInfo {
-  std::string model;
-  int vector_bits = 128;        // 512 with AVX-512F, 256 with AVX2 and FMA, else 128 (SSE2)
-  std::string instruction_set;  // "AVX-512", "AVX2+FMA" or "SSE2 (no FMA)"
-};
-CpuInfo cpu_info();
-
-/// The FMA peak of `threads` cores in GFLOP/s, measured now: independent chains of fused multiply-adds at
-/// the widest vector width the CPU has (cpu_info; separate multiplies and adds without FMA), on every
-/// thread at once.
-double measure_fma_peak_gflops(int threads);
 
 struct BenchResult {
   BenchConfig config;
