@@ -235,7 +235,7 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
   return run(query, key, value, attn_mask, false, key_padding_mask, need_weights, positions);
 }
 
-std::optional<FlashAttentionOptions> MultiHeadAttention::flash_options(int64_t T_q, int64_t T_k, int64_t D,
+std::optional<FlashAttentionOptions> MultiHeadAttention::flash_options(int64_t T_q, int64_t T_k,
                                                                        const Tensor& attn_mask,
                                                                        const Tensor& key_padding_mask, bool causal,
                                                                        bool need_weights,
@@ -249,7 +249,7 @@ std::optional<FlashAttentionOptions> MultiHeadAttention::flash_options(int64_t T
     options.alibi_slopes = std::move(*slopes);
   }
   // softmax(q kᵀ / (√D τ) + bias): the bias is not divided by τ, as in attend_heads.
-  options.scale = 1.0 / (std::sqrt(static_cast<double>(D)) * options_.temperature);
+  options.scale = 1.0 / (std::sqrt(static_cast<double>(head_dim())) * options_.temperature);
   options.causal = causal;
   options.key_padding_mask = key_padding_mask;
   if (is_training() && options_.dropout > 0) {
@@ -269,19 +269,19 @@ AttentionResult MultiHeadAttention::run(const Tensor& query, const Tensor& key, 
   check_key_padding(key_padding_mask, B, T_k);
   // Long sequences: flash attention (autograd/ops/flash_attention.h), which never builds a (T_q, T_k)
   // matrix, with the causal mask as block skipping and the hooks inside its blocks.
-  if (auto flash = flash_options(T_q, T_k, d_model_ / n_heads_, attn_mask, key_padding_mask, causal, need_weights,
-                                 positions)) {
+  if (auto flash = flash_options(T_q, T_k, attn_mask, key_padding_mask, causal, need_weights, positions)) {
     const bool hooked = positions != nullptr && positions->acts_in_attention();
     // Self-attention whose q and k are not turned (no hook, or ALiBi's bias alone) reads its heads in place
     // from the packed projection, and its backward writes the packed gradient without per-head buffers.
     if (query.same(key) && key.same(value)) {
       const Tensor packed = project_packed(query);
-      if (!hooked) return {merge_heads(flash_self_attention(packed, n_heads_, *flash)), Tensor{}};
-      const auto [q, k, v] = split_packed(packed);
-      const auto [rotated_q, rotated_k] = positions->rotate_query_key(q, k);
-      if (rotated_q.same(q) && rotated_k.same(k))
-        return {merge_heads(flash_self_attention(packed, n_heads_, *flash)), Tensor{}};
-      return {merge_heads(flash_attention(rotated_q, rotated_k, v, *flash)), Tensor{}};
+      if (hooked) {
+        const auto [q, k, v] = split_packed(packed);
+        const auto [rotated_q, rotated_k] = positions->rotate_query_key(q, k);
+        if (!rotated_q.same(q) || !rotated_k.same(k))
+          return {merge_heads(flash_attention(rotated_q, rotated_k, v, *flash)), Tensor{}};
+      }
+      return {merge_heads(flash_self_attention(packed, n_heads_, *flash)), Tensor{}};
     }
     auto [q, k, v] = project(query, key, value);
     if (hooked) std::tie(q, k) = positions->rotate_query_key(q, k);

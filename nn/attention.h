@@ -109,7 +109,7 @@ class MultiHeadAttention : public QkvAttention {
   /// How flash attention serves this call, or std::nullopt when it does not: weights asked for, an
   /// attn_mask besides the causal one, a float key padding mask, a bias that only a (T_q, T_k) tensor
   /// gives, or fewer than kFlashAttentionMinKeys keys.
-  std::optional<FlashAttentionOptions> flash_options(int64_t T_q, int64_t T_k, int64_t D, const Tensor& attn_mask,
+  std::optional<FlashAttentionOptions> flash_options(int64_t T_q, int64_t T_k, const Tensor& attn_mask,
                                                      const Tensor& key_padding_mask, bool causal, bool need_weights,
                                                      const PositionalEncoding* positions) const;
   /// The query, key and value shapes checked: a ShapeError naming all three otherwise.
