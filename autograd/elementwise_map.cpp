@@ -21,7 +21,10 @@ void write_into_typed(Tensor& dst, const Tensor& src, T s, const Shape& shape) {
   const T* ps = src.data<T>();
   auto value = [s](T v) {
     if constexpr (kScaled) return s * v;
-    else return v;
+    else {
+      (void)s;  // captured for the scaled case only
+      return v;
+    }
   };
   if (dst.is_contiguous() && src.is_contiguous() && src.shape() == shape && dst.numel() > 0 &&
       detail::is_row_of(dst.shape(), shape)) {

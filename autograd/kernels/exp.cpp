@@ -101,8 +101,10 @@ float exp_fast_scalar(float x) {
 
 // GCC 12 reports the undefined vector that its own AVX-512 intrinsics start from (_mm512_undefined_ps) as
 // maybe uninitialised, https://gcc.gnu.org/PR105593: nothing of ours is.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 void exp_shifted_fast(const float* x, float m, float* y, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)
@@ -153,6 +155,8 @@ void exp_shifted_fast(const float* x, float m, float* y, int64_t n) {
 #endif
   for (; i < n; ++i) y[i] = exp_fast_scalar(x[i] - m);
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 }  // namespace tapegrad

@@ -99,7 +99,8 @@ void check_options(const FlashAttentionOptions& options, const Dims& d) {
 template <class F>
 void forward_heads(const std::array<Heads<const F>, 3>& qkv, const Heads<F>& ho, F* lse, const Dims& d,
                    const CallScoring& call, AttentionBlocks blocks) {
-  const auto& [hq, hk, hv] = qkv;
+  // Named references, not structured bindings: C++17 lambdas cannot capture bindings (clang refuses).
+  const Heads<const F>&hq = qkv[0], &hk = qkv[1], &hv = qkv[2];
   const int64_t query_blocks = (d.T_q + blocks.queries - 1) / blocks.queries;
   parallel_for(d.B * d.H * query_blocks, grain_for_flops(4 * blocks.queries * d.T_k * d.D), [&](int64_t first, int64_t last) {
     for (int64_t item = first; item < last; ++item) {
@@ -117,8 +118,8 @@ template <class F>
 void backward_heads(const std::array<Heads<const F>, 3>& qkv, const Heads<const F>& ho, const F* lse,
                     const Heads<const F>& hdo, const Dims& d, const CallScoring& call, AttentionBlocks blocks,
                     const std::array<Heads<F>, 3>& dqkv, bool accumulate) {
-  const auto& [hq, hk, hv] = qkv;
-  const auto& [hdq, hdk, hdv] = dqkv;
+  const Heads<const F>&hq = qkv[0], &hk = qkv[1], &hv = qkv[2];
+  const Heads<F>&hdq = dqkv[0], &hdk = dqkv[1], &hdv = dqkv[2];
   parallel_for(d.B * d.H, grain_for_flops(10 * d.T_q * d.T_k * d.D), [&](int64_t first, int64_t last) {
     for (int64_t bh = first; bh < last; ++bh)
       flash_attention_backward<F>(hq.at(bh), hk.at(bh), hv.at(bh), ho.at(bh), lse + bh * d.T_q, hdo.at(bh), d.T_q,
