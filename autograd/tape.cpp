@@ -23,10 +23,17 @@ const Tensor& Saved::get(const char* op) const {
   return tensor_;
 }
 
-Tape& Tape::current() {
-  thread_local Tape tape;
-  return tape;
+namespace {
+thread_local Tape* recording_on = nullptr;  // set by RecordOn; null: the thread's own tape
 }
+
+Tape& Tape::current() {
+  thread_local Tape own;
+  return recording_on ? *recording_on : own;
+}
+
+RecordOn::RecordOn(Tape& tape) : previous_(recording_on) { recording_on = &tape; }
+RecordOn::~RecordOn() { recording_on = previous_; }
 
 void Tape::clear() {
   // Release from the newest entry back, so that no destructor chain depends on an older entry.
@@ -158,6 +165,12 @@ void BackwardContext::pass_through(size_t k, const Tensor& src) {
   slot = Tensor(std::move(impl));
 }
 
+Tensor BackwardContext::overwritable_dout() const {
+  if (dout_ && dout_->is_contiguous() && dout_->impl_ptr().use_count() == 1 && dout_->storage().use_count() == 1)
+    return *dout_;
+  return empty(node_.out_shape, dout_ ? dout_->dtype() : DType::float32);
+}
+
 namespace {
 
 /// Anomaly detection's backward check: every gradient buffer that node's backward added into.
@@ -233,6 +246,9 @@ void run_backward(const Tensor& root, const Tensor& gradient, bool retain_tape, 
         throw;
       }
     }
+    // Nothing reads an entry once it has run: dropping it now frees what it saved while backward goes on,
+    // so the activations of the layers done give their memory to the gradients of the next.
+    if (!retain_tape) tape.entries_[i].reset();
   }
   release();
 }

@@ -21,16 +21,25 @@ namespace tapegrad {
 /// Whether ops record themselves on this thread (on by default).
 bool grad_enabled();
 void set_grad_enabled(bool enabled);
-/// RAII: no op records itself while it lives (evaluation, optimizer updates).
-class NoGradGuard {
+/// RAII: grad mode set while it lives, then restored.
+class GradModeGuard {
  public:
-  NoGradGuard() : previous_(grad_enabled()) { set_grad_enabled(false); }
-  ~NoGradGuard() { set_grad_enabled(previous_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  explicit GradModeGuard(bool enabled) : previous_(grad_enabled()) { set_grad_enabled(enabled); }
+  ~GradModeGuard() { set_grad_enabled(previous_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
 
  private:
   bool previous_;
+};
+/// RAII: no op records itself while it lives (evaluation, optimizer updates).
+struct NoGradGuard : GradModeGuard {
+  NoGradGuard() : GradModeGuard(false) {}
+};
+/// RAII: ops record themselves while it lives, even inside a NoGradGuard or a backward rule (PyTorch's
+/// torch.enable_grad): checkpoint's recomputation records the forward it runs during backward.
+struct EnableGradGuard : GradModeGuard {
+  EnableGradGuard() : GradModeGuard(true) {}
 };
 
 /// A tensor a node saved for its backward, with the storage version it had then: reading it after an
@@ -134,6 +143,10 @@ class BackwardContext {
   /// nothing but the tape holds dout, dout's memory becomes that buffer instead of being copied into a
   /// new one. The rule must call it last: it may read dout no more after it.
   void pass_through(size_t k, const Tensor& src);
+  /// Memory for an intermediate of dout's shape and dtype that the rule computes from dout element by
+  /// element (relu's dz = dout ⊙ [y > 0]): dout's own buffer when nothing but the tape holds it, since the
+  /// tape drops dout once the rule returns; otherwise a new buffer. Either way contiguous.
+  Tensor overwritable_dout() const;
 
  private:
   /// Where input k's gradient lives: its slot on the tape, or a leaf's .grad.
@@ -153,7 +166,7 @@ using EntryDone = std::function<void(size_t entry)>;
 
 class Tape {
  public:
-  /// This thread's tape.
+  /// The tape this thread's ops record on: its own, unless a RecordOn has put another in its place.
   static Tape& current();
 
   size_t size() const { return entries_.size(); }
@@ -173,6 +186,20 @@ class Tape {
   std::vector<std::unique_ptr<Node>> entries_;
   std::vector<Tensor> slots_;  // backward's gradient slots, kept between calls (no allocation per step)
   uint64_t generation_ = 1;
+};
+
+/// RAII: while it lives, this thread's ops record on `tape` and backward() walks it; then the previous
+/// tape is current again. A backward rule that runs a forward of its own (checkpoint's recomputation)
+/// records it here, apart from the tape whose backward is running.
+class RecordOn {
+ public:
+  explicit RecordOn(Tape& tape);
+  ~RecordOn();
+  RecordOn(const RecordOn&) = delete;
+  RecordOn& operator=(const RecordOn&) = delete;
+
+ private:
+  Tape* previous_;
 };
 
 /// Records an op: when grad mode is on and any input requires grad, creates NodeT with edges to the

@@ -127,6 +127,7 @@ class SequenceClassifier : public Module {
   const Embedding& embed() const { return *embed_; }
   const PositionalEncoding& pos_embed() const { return *pos_embed_; }
   const TransformerEncoder& encoder() const { return *encoder_; }
+  TransformerEncoder& encoder() { return *encoder_; }
   const Pooling& pooling() const { return *pooling_; }
   const Linear& head() const { return *head_; }
 

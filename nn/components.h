@@ -113,6 +113,9 @@ class FeedForwardBlock : public Module {
   /// The block's auxiliary training loss from its last forward, already weighted, for the trainer to add to
   /// the task loss (moe: the load-balancing loss); an undefined Tensor (the default) for a block with none.
   virtual Tensor auxiliary_loss() const { return {}; }
+  /// Whether forward leaves an auxiliary_loss. A layer whose block does cannot be checkpointed
+  /// (TransformerEncoder::set_activation_checkpointing): the loss must be recorded when it is made.
+  virtual bool has_auxiliary_loss() const { return false; }
 };
 
 /// How the encoder's output becomes one vector per sequence (registered as "pool").

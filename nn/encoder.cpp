@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/ops/checkpoint.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/indexing.h"
 #include "nn/attention.h"
@@ -71,14 +72,40 @@ TransformerEncoder::TransformerEncoder(int64_t n_layers, const EncoderLayerOptio
         "norm", component<NormKind>(options.norm).make(options.d_model, chosen_settings<NormKind>(options), gen));
 }
 
+void TransformerEncoder::set_activation_checkpointing(bool on) {
+  checkpointed_parameters_.clear();
+  if (!on || layers_->size() < 2) return;
+  for (size_t i = 0; i < layers_->size(); ++i)
+    if (layer(i).feed_forward().has_auxiliary_loss())
+      throw ValueError(cat("TransformerEncoder: activation checkpointing cannot recompute layer ", i, ": its ffn '",
+                           layer(i).options().ffn, "' leaves an auxiliary loss, which must be recorded as the "
+                           "forward makes it"));
+  for (size_t i = 0; i + 1 < layers_->size(); ++i) checkpointed_parameters_.push_back(layer(i).parameters());
+}
+
 Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
                                    std::vector<Tensor>* attention_weights, const PositionalEncoding* positions) const {
   const ScopeName scope = enter_scope();
+  // Weights asked for are returned as recorded tensors, which a checkpointed layer's forward does not make;
+  // an encoding that acts inside attention with parameters of its own would need them listed beside the
+  // layer's (learned positions act before the layers, not in them).
+  const bool checkpointing =
+      activation_checkpointing() && !attention_weights && grad_enabled() &&
+      !(positions && positions->acts_in_attention() && positions->parameter_count() > 0);
   Tensor h = x;
   {
     const ScopeName in_layers = layers_->enter_scope();  // the list has no forward of its own: "layers.1"
-    for (size_t i = 0; i < layers_->size(); ++i)
-      h = (*layers_)[i].forward(h, attn_mask, key_padding_mask, attention_weights, positions);
+    for (size_t i = 0; i < layers_->size(); ++i) {
+      const TransformerEncoderLayer& layer = (*layers_)[i];
+      if (checkpointing && i < checkpointed_parameters_.size()) {
+        const auto forward = [&layer, attn_mask, key_padding_mask, positions](const Tensor& input) {
+          return layer.forward(input, attn_mask, key_padding_mask, nullptr, positions);
+        };
+        h = checkpoint(forward, h, checkpointed_parameters_[i], layer.dropout1().rng().get());
+      } else {
+        h = layer.forward(h, attn_mask, key_padding_mask, attention_weights, positions);
+      }
+    }
   }
   return norm_ ? norm_->forward(h) : h;
 }
@@ -114,6 +141,19 @@ const bool registered = register_gradchecks({
         {{"x", {2, 4, 4}}},
         [](const TransformerEncoder& encoder, const std::vector<Tensor>& x) {
           return encoder.forward(x[0], causal_mask(4), trailing_padding());
+        }),
+    // Layers 0 and 1 recomputed in backward, layer 2 not (the last never is).
+    module_case<TransformerEncoder>(
+        "nn/encoder/three-layers-checkpointed-pre-ln",
+        [](Generator& gen) {
+          auto encoder = std::make_unique<TransformerEncoder>(3, EncoderLayerOptions{4, 2, 6, 0.0, "gelu", true},
+                                                              true, gen, nullptr);
+          encoder->set_activation_checkpointing(true);
+          return encoder;
+        },
+        {{"x", {2, 4, 4}}},
+        [](const TransformerEncoder& encoder, const std::vector<Tensor>& x) {
+          return encoder.forward(x[0], {}, leading_padding());
         }),
 });
 

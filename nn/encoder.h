@@ -106,6 +106,15 @@ class TransformerEncoder : public Module {
                  std::vector<Tensor>* attention_weights = nullptr,
                  const PositionalEncoding* positions = nullptr) const;
 
+  /// Activation checkpointing (autograd/ops/checkpoint.h) while recording: every layer but the last keeps
+  /// only its input for backward and runs its forward again there, dropout drawing the same masks. Peak
+  /// memory falls by about one layer's activations per layer, the step costs one more forward of those
+  /// layers. The last layer is exempt: its backward comes right after the forward, so recomputing it would
+  /// free nothing. Off by default. Refused (ValueError) for a layer whose feed-forward block leaves an
+  /// auxiliary loss (moe), which must be recorded as the forward makes it.
+  void set_activation_checkpointing(bool on);
+  bool activation_checkpointing() const { return !checkpointed_parameters_.empty(); }
+
   size_t n_layers() const { return layers_->size(); }
   const TransformerEncoderLayer& layer(size_t i) const { return (*layers_)[i]; }
   /// The final normalisation, or null without one.
@@ -114,6 +123,8 @@ class TransformerEncoder : public Module {
  private:
   TransformerEncoderLayers* layers_;
   Norm* norm_ = nullptr;
+  // While checkpointing: each checkpointed layer's parameters, listed once (no allocation per step).
+  std::vector<std::vector<Tensor>> checkpointed_parameters_;
 };
 
 }  // namespace tapegrad::nn

@@ -75,6 +75,7 @@ class MixtureOfExperts : public FeedForwardBlock {
   Tensor forward_masked(const Tensor& x, const Tensor& key_padding_mask) const override;
   /// aux_loss_weight · the load-balancing loss of the last forward (undefined before the first).  -> ()
   Tensor auxiliary_loss() const override;
+  bool has_auxiliary_loss() const override { return true; }
 
   /// The unweighted load-balancing loss of the last forward (undefined before the first).   -> ()
   const Tensor& load_balancing() const { return load_balancing_; }

@@ -31,6 +31,7 @@ TrainOptions resumed_options(const json& state, const std::string& state_path, c
   o.out = dir;
   o.verbose = given.verbose;
   o.detect_anomaly = given.detect_anomaly;
+  o.activation_checkpointing = given.activation_checkpointing;
   if (given.threads >= 0) o.threads = given.threads;
   const json saved_data = state.value("data", json::object());
   const auto relocate = [&](const std::string& path, std::string& saved, const char* flag, const char* pipe_key) {

@@ -46,6 +46,10 @@ void build_model(Run& run, const ModelBuilder& build, Generator& init) {
       throw ValueError(
           cat("the model builder built a model with ", name, " = ", has, ", but the data needs ", name, " = ", needs));
   run.options.model = built;
+  nn::TransformerEncoder& encoder = classifier->encoder();
+  const bool auxiliary_loss = encoder.n_layers() > 0 && encoder.layer(0).feed_forward().has_auxiliary_loss();
+  encoder.set_activation_checkpointing(
+      checkpoints_activations(run.options.activation_checkpointing, built.context_length, auxiliary_loss));
   run.model = std::make_unique<ClassifierModel>(std::move(classifier), run.data.vocab, run.data.labels);
 }
 

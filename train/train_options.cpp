@@ -119,6 +119,8 @@ void validate(const TrainOptions& o, const OptionNames& name) {
     throw ValueError(cat(name("optimizer"), ": ", optim::optimizers().unknown(o.optimizer)));
   if (!optim::schedules().find(o.schedule))
     throw ValueError(cat(name("schedule"), ": ", optim::schedules().unknown(o.schedule)));
+  if (o.activation_checkpointing != "auto" && o.activation_checkpointing != "on" && o.activation_checkpointing != "off")
+    throw ValueError(cat(name("activation_checkpointing"), " must be auto, on or off, got '", o.activation_checkpointing, "'"));
   check_memory_before_data(o, name);  // last: it needs every size in range
   std::error_code ec;
   if (std::filesystem::exists(o.out, ec) && !std::filesystem::is_directory(o.out, ec))
@@ -131,6 +133,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TaskOptions, name, symbols, min_len, max_len)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrainOptions, task, data, valid, valid_fraction, train_size, valid_size, model, context_length,
                                    optimizer, lr, weight_decay, momentum, warmup, schedule, clip_grad, batch_size, steps,
                                    epochs, seed, threads, eval_every, log_every, target_acc, out, init, shuffle, overwrite)
+
+bool checkpoints_activations(const std::string& mode, int64_t context_length, bool auxiliary_loss) {
+  if (mode == "on") return true;
+  return mode == "auto" && context_length >= kCheckpointFromPositions && !auxiliary_loss;
+}
 
 json to_json(const TrainOptions& options) {
   json j;

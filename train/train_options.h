@@ -61,7 +61,19 @@ struct TrainOptions {
   bool overwrite = false;         // replace a run already in `out` (refused otherwise)
   bool verbose = false;           // also log the threads and BLAS kernels in use (output only: not saved)
   bool detect_anomaly = false;    // check every op for NaN and Inf, naming the first (debugging only: not saved)
+  // Recompute the encoder layers' activations in backward: "auto" (kCheckpointFromPositions), "on", "off".
+  // Memory only, not the numbers: not saved.
+  std::string activation_checkpointing = "auto";
 };
+
+/// --activation-checkpointing auto's threshold: from this context length on, the layers' activations are the
+/// bulk of a step's memory and recomputing them costs little of its time (docs/performance.md, "Activation
+/// checkpointing").
+inline constexpr int64_t kCheckpointFromPositions = 1024;
+
+/// Whether a model's encoder layers are checkpointed: mode "on" or "off"; "auto" from kCheckpointFromPositions
+/// positions on, unless the layers leave an auxiliary loss (moe), which a checkpointed layer cannot record.
+bool checkpoints_activations(const std::string& mode, int64_t context_length, bool auxiliary_loss);
 
 /// The most steps a run takes (from --steps, or --epochs x the steps of an epoch): the steps a double counts
 /// exactly, as the learning-rate schedule computes in doubles; only a typo exceeds it.

@@ -92,6 +92,7 @@ struct ResumeOptions {
   // The same data from another path: needed when the run read its data from a pipe. Refused unless the
   // examples are the ones the run started with (trainer.json keeps their fingerprint).
   std::string data = {}, valid = {};
+  std::string activation_checkpointing = "auto";  // memory only: a resumed run may choose anew
 };
 
 /// Continues the run in `dir` exactly where its latest checkpoint stopped. Every RNG, the optimizer state,

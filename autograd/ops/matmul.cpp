@@ -243,7 +243,8 @@ struct LinearReluNode : NodeOf<LinearReluNode> {
   void backward(const Tensor& dout, BackwardContext& ctx) override {
     const Tensor &xv = x_rows.get(kName), &wv = weight.get(kName), &y = out.get(kName);
     const int64_t R = xv.shape()[0], N = wv.shape()[0];
-    Tensor dz = empty(Shape{R, N}, dout.dtype());
+    // dz over dout where the tape allows: one (R, N) buffer less at the peak of a layer's backward.
+    const Tensor dz = reshape(ctx.overwritable_dout(), Shape{R, N});
     dispatch_float(dout.dtype(), kName, [&](auto tag) {
       using T = decltype(tag);
       const T *g = dout.data<T>(), *yv = y.data<T>();

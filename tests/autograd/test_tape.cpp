@@ -81,6 +81,34 @@ TEST_CASE("tape: backward releases the tape, so memory returns after each step")
   CHECK_THROWS_WITH(backward(y), Contains("already released"));
 }
 
+TEST_CASE("tape: each entry frees what it saved as soon as its backward has run, not at the end") {
+  Tensor x = leaf({1, 2, 3, 4}, {4});
+  Tensor y;
+  std::weak_ptr<Storage> saved;  // exp's output: exp's entry (1) saves it, the mul after it does not
+  bool freed_before_last_entry = false;
+  {
+    const Tensor e = exp(x * 3.0);  // entry 0 runs last, after exp's
+    saved = e.storage();
+    y = sum(e * 2.0);
+  }
+  backward(y, [&](size_t entry) {
+    if (entry == 0) freed_before_last_entry = saved.expired();
+  });
+  CHECK(freed_before_last_entry);
+}
+
+TEST_CASE("tape: a rule that writes over dout leaves a gradient the caller passed intact") {
+  // linear_relu computes its relu mask's product over dout where nothing but the tape holds dout; the
+  // caller's gradient is held by the caller, so it must get a buffer of its own.
+  Generator gen(3);
+  const Tensor x = randn({4, 3}, gen).requires_grad_(), w = randn({5, 3}, gen).requires_grad_(),
+               b = randn({5}, gen).requires_grad_();
+  const Tensor g = randn({4, 5}, gen), g_copy = g.clone();
+  backward(linear_relu(x, w, b), g);
+  CHECK(max_abs_diff(g, g_copy) == 0);
+  CHECK(x.grad().defined());
+}
+
 TEST_CASE("tape: retain_tape keeps it for a second backward") {
   Tensor x = leaf({3}, {1});
   Tensor y = sum(x * x);

@@ -51,7 +51,7 @@ TEST_CASE("train: cli every subcommand has --help listing its flags") {
       {"predict", {"--checkpoint", "--text", "--attention-svg", "--json"}},
       {"gradcheck", {"--json", "--filter", "--list"}},
       {"bench", {"--config", "--d-model", "--heads", "--ff", "--layers", "--context-length", "--batch-size", "--warmup",
-                 "--steps", "--threads", "--json", "--profile", "--scaling"}},
+                 "--steps", "--threads", "--activation-checkpointing", "--json", "--profile", "--scaling"}},
   };
   const Result top = run_cli(dir, "--help");
   REQUIRE(top.exit_code == 0);

@@ -418,3 +418,21 @@ TEST_CASE("train: a run directory shows one whole checkpoint and strays of a kil
   require_whole(20);
   CHECK(metrics_without_timing(out + "/metrics.csv").size() == 1 + 2);
 }
+
+TEST_CASE("train: --activation-checkpointing on trains to the same bits as off (3 layers, dropout)") {
+  TempDir dir("tapegrad_test_checkpointing");
+  std::ostringstream log;
+  TrainOptions options = testing::small_options("");
+  options.model.n_layers = 3;
+  options.model.dropout = 0.1;
+  options.steps = 12;
+  for (const char* mode : {"on", "off"}) {
+    options.activation_checkpointing = mode;
+    options.out = dir / mode;
+    train(options, log);
+  }
+  require_same_tensors(dir / "on/model.safetensors", dir / "off/model.safetensors");
+  require_same_tensors(dir / "on/optimizer.safetensors", dir / "off/optimizer.safetensors");
+  options.activation_checkpointing = "sometimes";
+  CHECK_THROWS_WITH(validate(options), Catch::Contains("activation_checkpointing must be auto, on or off, got 'sometimes'"));
+}

@@ -13,6 +13,7 @@
 #include "autograd/blas.h"
 #include "nn/classifier.h"
 #include "optim/adam.h"
+#include "train/train_options.h"
 #include "train/training_memory.h"
 
 // Counted by the tapegrad executable, which interposes the system allocator (train/cli/heap_count.cpp);
@@ -168,16 +169,21 @@ BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
   Generator init(0);
   nn::SequenceClassifier model(bench_model(c), init, nullptr);
   model.train();
+  // train's rule for the same model (--activation-checkpointing auto: from kCheckpointFromPositions on).
+  const bool checkpointed = checkpoints_activations(c.activation_checkpointing, c.seq, false);
+  model.encoder().set_activation_checkpointing(checkpointed);
   optim::AdamW optimizer(model.named_parameters(), {.lr = 5e-3, .weight_decay = 0.01});
 
   double loss_value = 0;
+  // In train's order (train/training_step.cpp): the last step's gradients are dropped before the forward,
+  // not kept through it.
   auto step = [&] {
-    const Tensor logits = model.forward(id_tensor, padding);
-    const Tensor loss = cross_entropy(logits, target_tensor);
     {
       ProfileScope phase("zero_grad");
       optimizer.zero_grad();
     }
+    const Tensor logits = model.forward(id_tensor, padding);
+    const Tensor loss = cross_entropy(logits, target_tensor);
     backward(loss);
     {
       ProfileScope phase("optimizer step (AdamW)");
@@ -223,6 +229,7 @@ BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
   if (tapegrad_heap_allocations) r.heap_allocations_per_step = static_cast<double>(heap_after - heap_before) / timed_steps;
   r.storage_mappings_per_step = static_cast<double>(maps_after - maps_before) / timed_steps;
   r.threads = num_threads();
+  r.checkpointed = checkpointed;
   const BlasInfo blas = blas_info();
   r.blas = blas.library;
   r.kernels = blas.kernels + " (" + blas.how_chosen + ")";

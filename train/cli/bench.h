@@ -20,6 +20,7 @@ struct BenchConfig {
   int threads = 0;  // 0: every core
   bool profile = false;  // after the timed steps, as many again profiled (profile.h)
   bool scaling = false;  // after the timed steps, chunks on 1 thread and on `threads` alternated
+  std::string activation_checkpointing = "auto";  // as train's flag: auto, on or off
 };
 
 /// Adds a named configuration (`bench --config <name>`); an empty name or one registered before is a
@@ -52,6 +53,7 @@ struct BenchResult {
   double heap_allocations_per_step = -1;  // -1: not counted (the allocator is not interposed)
   double storage_mappings_per_step = 0;
   int threads = 1;
+  bool checkpointed = false;  // the encoder layers' activations recomputed in backward (all but the last)
   std::string blas, kernels, blas_advice;
   CpuInfo cpu;
   std::vector<OpTimes> profile;  // with config.profile: the profiled steps' rows, summed

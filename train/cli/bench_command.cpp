@@ -6,6 +6,7 @@
 #include "autograd/error.h"
 #include "train/cli/bench.h"
 #include "train/cli/number_flags.h"
+#include "train/train_options.h"
 
 namespace tapegrad::cli {
 
@@ -51,6 +52,11 @@ void add_bench(CLI::App& app, BenchFlags& f) {
       override_option("--warmup", f.warmup, &BenchConfig::warmup, "Override the untimed warm-up steps"),
       override_option("--steps", f.steps, &BenchConfig::steps, "Override the timed steps")};
   add_integer_option(cmd, "--threads", f.threads, "Threads (0: every core)")->capture_default_str();
+  cmd->add_option("--activation-checkpointing", f.activation_checkpointing,
+                  cat("Recompute the encoder layers' activations in backward, as train's flag (auto: from ",
+                      kCheckpointFromPositions, " positions on)"))
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   cmd->add_flag("--json", f.json, "One JSON line per configuration");
   cmd->add_flag("--profile", f.profile,
                 "Then time the step op by op: a table of each op's forward and backward time, calls, share of "
@@ -71,6 +77,7 @@ void add_bench(CLI::App& app, BenchFlags& f) {
       config.threads = f.threads;
       config.profile = f.profile;
       config.scaling = f.scaling;
+      config.activation_checkpointing = f.activation_checkpointing;
       validate(config);
       configs.push_back(config);
     }

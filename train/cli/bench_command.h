@@ -13,6 +13,7 @@ struct BenchFlags {
   int64_t d_model = 0, heads = 0, d_ff = 0, layers = 0, seq = 0, batch = 0, warmup = 0, steps = 0;  // when given
   int threads = 0;
   bool json = false, profile = false, scaling = false;
+  std::string activation_checkpointing = "auto";
 };
 
 void add_bench(CLI::App& app, BenchFlags& flags);

@@ -42,6 +42,7 @@ nlohmann::json to_json(const BenchResult& r) {
           {"peak_gflops", r.peak_gflops},
           {"model_flop_utilisation", r.utilisation},
           {"threads", r.threads},
+          {"activation_checkpointing", r.checkpointed},
           {"blas", r.blas},
           {"blas_kernels", r.kernels},
           {"blas_advice", r.blas_advice},
@@ -62,14 +63,15 @@ std::string describe(const BenchResult& r) {
   const std::string heap = r.heap_allocations_per_step < 0 ? std::string("not counted")
                                                            : cat(static_cast<int64_t>(r.heap_allocations_per_step + 0.5));
   std::snprintf(text, sizeof text,
-                "%s: d_model %lld, %lld heads, d_ff %lld, %lld layers, T %lld, batch %lld (%lld parameters)\n"
+                "%s: d_model %lld, %lld heads, d_ff %lld, %lld layers, T %lld, batch %lld (%lld parameters)%s\n"
                 "  %.2f steps/s, %.0f tokens/s, %.1f GFLOP/s of %.1f GFLOP per step: %.1f%% of the FMA peak (%.0f GFLOP/s)\n"
                 "  CPU: %s, %d-bit vectors (%s)\n"
                 "  %d thread%s; BLAS: %s, kernels %s\n"
                 "  peak RSS %.1f MiB; per step: %s heap allocations, %.2f new buffer mappings\n",
                 c.name.c_str(), static_cast<long long>(c.d_model), static_cast<long long>(c.heads),
                 static_cast<long long>(c.d_ff), static_cast<long long>(c.layers), static_cast<long long>(c.seq),
-                static_cast<long long>(c.batch), static_cast<long long>(r.parameters), r.steps_per_second,
+                static_cast<long long>(c.batch), static_cast<long long>(r.parameters),
+                r.checkpointed ? "; activations recomputed in backward (--activation-checkpointing)" : "", r.steps_per_second,
                 r.tokens_per_second, r.gflops, step_flops(c) / 1e9, 100 * r.utilisation, r.peak_gflops,
                 r.cpu.model.c_str(), r.cpu.vector_bits, r.cpu.instruction_set.c_str(), r.threads, r.threads == 1 ? "" : "s",
                 r.blas.c_str(), r.kernels.c_str(), r.peak_rss_mib, heap.c_str(), r.storage_mappings_per_step);

@@ -164,7 +164,8 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
     if (!f.resume.empty()) {
       const bool threads_given = cmd->get_option("--threads")->count() > 0;
       summary = resume(f.resume,
-                       ResumeOptions{o.steps, threads_given ? o.threads : -1, o.verbose, o.detect_anomaly, o.data, o.valid},
+                       ResumeOptions{o.steps, threads_given ? o.threads : -1, o.verbose, o.detect_anomaly, o.data, o.valid,
+                                     o.activation_checkpointing},
                        std::cerr, build_classifier, parallelism);
     } else {
       o.task.name = f.task;

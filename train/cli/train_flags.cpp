@@ -64,6 +64,14 @@ TrainFlag choice(std::string name, std::string& field, const std::string& what, 
           [&field, name, help](CLI::App* cmd) { return cmd->add_option(name, field, help)->capture_default_str(); }};
 }
 
+/// One of a fixed list of words.
+TrainFlag one_of(std::string name, std::string& field, std::string help, std::vector<std::string> words,
+                 unsigned properties, std::string example) {
+  return {name, help, properties, std::move(example), [&field, name, help, words](CLI::App* cmd) {
+            return cmd->add_option(name, field, help)->check(CLI::IsMember(words))->capture_default_str();
+          }};
+}
+
 /// A registered component of Kind, by name; the help lists every variant this program has registered.
 template <class Kind>
 TrainFlag component(std::string name, std::string& field, const std::string& what, unsigned properties,
@@ -90,7 +98,7 @@ TrainFlag setting_row(const nn::DeclaredSetting& d, nn::ComponentSettings& setti
   const std::string range = nn::range_text(d.spec);
   const std::string help =
       cat("--", d.kind, " ", choices_text(d.variants), ": ", d.spec.help, range.empty() ? "" : cat(", in ", range));
-  unsigned properties = d.spec.changes_model ? kModelShape : 0;
+  unsigned properties = d.spec.changes_model ? unsigned{kModelShape} : 0u;
   if (d.kind != "norm" && d.kind != "positional" && d.kind != "pool") properties |= kLayerSetting;
   const std::string kind = d.kind, name = d.spec.name, flag = d.spec.flag;
   const nn::SettingType type = d.spec.type;
@@ -173,6 +181,9 @@ std::vector<TrainFlag> own_rows(TrainFlags& f) {
       on_off("--overwrite", o.overwrite, "Replace a training run already in --out (refused otherwise)", 0),
       on_off("--json", f.json, "Print one JSON line with the results on stdout at the end", kResumable),
       on_off("--verbose", o.verbose, "Also print the threads and the BLAS kernels in use", kResumable),
+      one_of("--activation-checkpointing", o.activation_checkpointing,
+             cat("Recompute the encoder layers' activations in backward instead of keeping them (every layer but the last): less memory, one more forward of those layers. auto: from ", kCheckpointFromPositions, " positions on"),
+             {"auto", "on", "off"}, kResumable, "on"),
       on_off("--detect-anomaly", o.detect_anomaly, "Check every op for NaN and Inf and name the first that makes one, with its shapes and place in the model (slower)", kResumable),
       // Data parallelism: `mpirun -np N tapegrad train ...` (docs/distributed.md).
       on_off("--exact-reduction", f.data_parallel.exact, "mpirun: add the ranks' gradients in rank order in double, the same bits in every run (slower)", kMpi),
