@@ -111,7 +111,9 @@ class TransformerEncoder : public Module {
   /// memory falls by about one layer's activations per layer, the step costs one more forward of those
   /// layers. The last layer is exempt: its backward comes right after the forward, so recomputing it would
   /// free nothing. Off by default. Refused (ValueError) for a layer whose feed-forward block leaves an
-  /// auxiliary loss (moe), which must be recorded as the forward makes it.
+  /// auxiliary loss (moe), which must be recorded as the forward makes it. The recomputation draws again
+  /// from the layers' dropout generator, rewound: a user's component drawing from another would not see
+  /// the same numbers twice.
   void set_activation_checkpointing(bool on);
   bool activation_checkpointing() const { return !checkpointed_parameters_.empty(); }
 
