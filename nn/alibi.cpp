@@ -40,10 +40,11 @@ Tensor AlibiPositionalEncoding::forward(int64_t seq_len, DType) const {
   return {};
 }
 
-void AlibiPositionalEncoding::check_lengths(int64_t T_q, int64_t T_k) const {
-  if (T_q < 0 || T_k < 0 || T_q > context_length_ || T_k > context_length_)
-    throw ShapeError(cat("AlibiPositionalEncoding: T_q = ", T_q, ", T_k = ", T_k, " must be in [0, ", context_length_,
-                         "] (the context length)"));
+void AlibiPositionalEncoding::check_lengths(int64_t T_q, int64_t T_k, int64_t q_start, int64_t k_start) const {
+  if (T_q < 0 || T_k < 0 || q_start < 0 || k_start < 0 || q_start + T_q > context_length_ ||
+      k_start + T_k > context_length_)
+    throw ShapeError(cat("AlibiPositionalEncoding: T_q = ", T_q, " from position ", q_start, ", T_k = ", T_k,
+                         " from position ", k_start, " must lie in [0, ", context_length_, "] (the context length)"));
 }
 
 std::optional<std::vector<double>> AlibiPositionalEncoding::attention_bias_slopes(int64_t n_heads, int64_t T_q,
@@ -53,14 +54,20 @@ std::optional<std::vector<double>> AlibiPositionalEncoding::attention_bias_slope
 }
 
 Tensor AlibiPositionalEncoding::attention_bias(int64_t n_heads, int64_t T_q, int64_t T_k, DType dtype) const {
-  check_lengths(T_q, T_k);
+  return attention_bias_from(n_heads, T_q, T_k, 0, 0, dtype);
+}
+
+Tensor AlibiPositionalEncoding::attention_bias_from(int64_t n_heads, int64_t T_q, int64_t T_k, int64_t q_start,
+                                                    int64_t k_start, DType dtype) const {
+  check_lengths(T_q, T_k, q_start, k_start);
   if (!is_floating(dtype))
     throw DTypeError(cat("AlibiPositionalEncoding: dtype must be float32 or float64, got ", dtype_name(dtype)));
   const std::vector<double> slopes = alibi_slopes(n_heads);
   std::vector<double> bias(static_cast<size_t>(n_heads * T_q * T_k));
   for (int64_t h = 0; h < n_heads; ++h)
     for (int64_t i = 0; i < T_q; ++i)
-      for (int64_t j = 0; j < T_k; ++j) bias[(h * T_q + i) * T_k + j] = -slopes[h] * static_cast<double>(std::abs(i - j));
+      for (int64_t j = 0; j < T_k; ++j)
+        bias[(h * T_q + i) * T_k + j] = -slopes[h] * static_cast<double>(std::abs((q_start + i) - (k_start + j)));
   return tensor(bias, {n_heads, T_q, T_k}, dtype);
 }
 

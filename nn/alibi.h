@@ -6,6 +6,7 @@
 // mask the two agree on every visible key). The slopes m_h are fixed, no parameters.
 // Letters: H heads, T_q queries, T_k keys.
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "autograd/tensor.h"
@@ -29,6 +30,14 @@ class AlibiPositionalEncoding : public PositionalEncoding {
   bool acts_in_attention() const override { return true; }
   /// bias[h, i, j] = -alibi_slopes(n_heads)[h] · |i - j|, no gradient.   -> (H, T_q, T_k)
   Tensor attention_bias(int64_t n_heads, int64_t T_q, int64_t T_k, DType dtype) const override;
+  /// -m_h · |(q_start + i) - (k_start + j)|, every position within the context length.
+  Tensor attention_bias_from(int64_t n_heads, int64_t T_q, int64_t T_k, int64_t q_start, int64_t k_start,
+                             DType dtype) const override;
+  /// q and k unchanged, from any position: ALiBi only biases the scores.
+  std::pair<Tensor, Tensor> rotate_query_key_from(const Tensor& q, const Tensor& k, int64_t, int64_t) const override {
+    return {q, k};
+  }
+  bool supports_positions_from() const override { return true; }
   /// alibi_slopes(n_heads), after the same check of T_q and T_k as attention_bias.
   std::optional<std::vector<double>> attention_bias_slopes(int64_t n_heads, int64_t T_q, int64_t T_k) const override;
 
@@ -36,7 +45,7 @@ class AlibiPositionalEncoding : public PositionalEncoding {
 
  private:
   /// A ShapeError unless both lengths are within the context length.
-  void check_lengths(int64_t T_q, int64_t T_k) const;
+  void check_lengths(int64_t T_q, int64_t T_k, int64_t q_start = 0, int64_t k_start = 0) const;
   int64_t context_length_;
 };
 

@@ -19,6 +19,7 @@
 #include "nn/alibi.h"
 #include "nn/encoder.h"
 #include "nn/init.h"
+#include "nn/kv_cache.h"
 #include "nn/module_gradcheck.h"
 #include "nn/rope.h"
 
@@ -167,6 +168,36 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionOptions& options,
 AttentionResult MultiHeadAttention::attend(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
                                            bool need_weights, const PositionalEncoding* positions) const {
   return run(x, x, x, attn_mask, options_.causal, key_padding_mask, need_weights, positions);
+}
+
+// x holds positions [s, s + T) after the s cached ones; L = s + T keys in all.
+//   q, k, v = split_packed(project_packed(x))                     (B, H, T, D) each
+//   hooks at their positions: q from s, k from s; the bias of queries from s against keys from 0
+//   cache += k, v                                                  keys, values: (B, H, L, D)
+//   query i sees key j iff j <= s + i                              (T, L) bool mask, none for T = 1
+//   out = merge_heads(softmax(q kᵀ / (√D τ) + bias + mask) v)     (B, T, C)
+Tensor MultiHeadAttention::attend_cached(const Tensor& x, KeyValueCache& cache,
+                                         const PositionalEncoding* positions) const {
+  const ScopeName scope = enter_scope();
+  NoGradGuard inference;
+  check_inputs(x, x, x);
+  const int64_t start = cache.length(), T = x.size(1), L = start + T;
+  auto [q, k, v] = split_packed(project_packed(x));
+  Tensor bias;
+  if (positions != nullptr && positions->acts_in_attention()) {
+    std::tie(q, k) = positions->rotate_query_key_from(q, k, start, start);
+    bias = positions->attention_bias_from(n_heads_, T, L, start, 0, q.dtype());
+  }
+  cache.append(k, v);
+  Tensor hidden;
+  if (T > 1) {
+    std::vector<int> above(static_cast<size_t>(T * L));
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < L; ++j) above[static_cast<size_t>(i * L + j)] = j > start + i;
+    hidden = mask(above, {T, L});
+  }
+  if (options_.temperature != 1.0) q = q * (1.0 / options_.temperature);
+  return merge_heads(scaled_dot_product_attention(q, cache.keys(), cache.values(), with_bias(hidden, bias)).output);
 }
 
 void MultiHeadAttention::check_inputs(const Tensor& query, const Tensor& key, const Tensor& value) const {

@@ -100,6 +100,12 @@ class MultiHeadAttention : public QkvAttention {
   AttentionResult attend(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask, bool need_weights,
                          const PositionalEncoding* positions = nullptr) const override;
 
+  bool supports_kv_cache() const override { return true; }
+  /// SelfAttention::attend_cached: the new positions' q, k and v from one product, k and v (after the
+  /// positional hooks at their positions) appended to the cache, and each new query attending to every kept
+  /// key up to its own position, at attend's temperature, without the tape.   x: (B, T, C) -> (B, T, C)
+  Tensor attend_cached(const Tensor& x, KeyValueCache& cache, const PositionalEncoding* positions) const override;
+
   const MultiHeadAttentionOptions& options() const { return options_; }
 
  private:

@@ -197,14 +197,7 @@ Tensor SequenceClassifier::pool(const Tensor& x, const Tensor& key_padding_mask)
   return pooling_->forward(x, key_padding_mask);
 }
 
-Tensor SequenceClassifier::auxiliary_loss() const {
-  Tensor total;
-  for (size_t i = 0; i < encoder_->n_layers(); ++i) {
-    const Tensor layer_loss = encoder_->layer(i).feed_forward().auxiliary_loss();
-    if (layer_loss.defined()) total = total.defined() ? total + layer_loss : layer_loss;
-  }
-  return total;
-}
+Tensor SequenceClassifier::auxiliary_loss() const { return encoder_->auxiliary_loss(); }
 
 Tensor SequenceClassifier::forward(const Tensor& ids, const Tensor& key_padding_mask,
                                    std::vector<Tensor>* attention_weights) const {

@@ -5,6 +5,7 @@
 
 #include "autograd/error.h"
 #include "autograd/named_registry.h"
+#include "nn/module_gradcheck.h"
 
 namespace tapegrad::nn {
 
@@ -80,6 +81,26 @@ void check_settings_declaration(const std::string& kind, const std::string& vari
 }
 
 }  // namespace
+
+std::pair<Tensor, Tensor> PositionalEncoding::rotate_query_key_from(const Tensor& q, const Tensor& k, int64_t q_start,
+                                                                    int64_t k_start) const {
+  if (q_start == 0 && k_start == 0) return rotate_query_key(q, k);
+  if (!acts_in_attention()) return {q, k};
+  throw ValueError(cat("positional encoding ", type_name(typeid(*this)), " rotates q and k from position 0 only: it does not "
+                       "override rotate_query_key_from, which generation with a KV cache needs"));
+}
+
+Tensor PositionalEncoding::attention_bias_from(int64_t n_heads, int64_t T_q, int64_t T_k, int64_t q_start,
+                                               int64_t k_start, DType dtype) const {
+  if (q_start == 0 && k_start == 0) return attention_bias(n_heads, T_q, T_k, dtype);
+  if (!acts_in_attention()) return {};
+  throw ValueError(cat("positional encoding ", type_name(typeid(*this)), " biases scores from position 0 only: it does not "
+                       "override attention_bias_from, which generation with a KV cache needs"));
+}
+
+Tensor SelfAttention::attend_cached(const Tensor&, KeyValueCache&, const PositionalEncoding*) const {
+  throw ValueError(cat("attention ", type_name(typeid(*this)), " keeps no KV cache (supports_kv_cache is false)"));
+}
 
 template <class Kind>
 bool register_component(typename Kind::Entry entry) {

@@ -67,7 +67,23 @@ class PositionalEncoding : public Module {
     (void)n_heads, (void)T_q, (void)T_k;
     return std::nullopt;
   }
+
+  // Generation with a KV cache (nn/kv_cache.h) puts new queries after cached keys, so the hooks are also asked
+  // with the positions the queries and keys start at. An encoding that acts in attention and overrides
+  // neither of these serves starts of 0 only, and caching refuses it (supports_positions_from).
+  /// Whether the two hooks below serve any start: true for an encoding that does not act in attention.
+  virtual bool supports_positions_from() const { return !acts_in_attention(); }
+  /// rotate_query_key with query i at position q_start + i and key j at position k_start + j. The default:
+  /// rotate_query_key for starts of 0, q and k unchanged for an encoding that does not act in attention, a
+  /// ValueError otherwise.   q: (B, H, T_q, D), k: (B, H, T_k, D) -> the same shapes
+  virtual std::pair<Tensor, Tensor> rotate_query_key_from(const Tensor& q, const Tensor& k, int64_t q_start,
+                                                          int64_t k_start) const;
+  /// attention_bias with the same positions; the default as rotate_query_key_from's.   -> (H, T_q, T_k) or undefined
+  virtual Tensor attention_bias_from(int64_t n_heads, int64_t T_q, int64_t T_k, int64_t q_start, int64_t k_start,
+                                     DType dtype) const;
 };
+
+class KeyValueCache;  // nn/kv_cache.h
 
 struct AttentionResult {
   Tensor output;  // (B, ..., T_q, D_v)
@@ -87,6 +103,15 @@ class SelfAttention : public Module {
   ///   x: (B, T, C) -> output (B, T, C)
   virtual AttentionResult attend(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
                                  bool need_weights, const PositionalEncoding* positions = nullptr) const = 0;
+
+  /// Whether attend_cached is served (generation with a KV cache); the default is not.
+  virtual bool supports_kv_cache() const { return false; }
+  /// Causal self-attention of new positions after the cached ones, without the tape: x holds positions
+  /// [cache.length(), cache.length() + T) of every sequence; their keys and values are appended to the cache,
+  /// and new position p attends to every position <= p. Equal to attend() with the causal mask over the whole
+  /// sequence, at those positions. The default is a ValueError naming the attention.
+  ///   x: (B, T, C) -> (B, T, C)
+  virtual Tensor attend_cached(const Tensor& x, KeyValueCache& cache, const PositionalEncoding* positions) const;
 };
 
 /// A normalisation over the last dim (registered as "norm1", "norm2" and the encoder's "norm").

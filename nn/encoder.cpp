@@ -30,28 +30,36 @@ TransformerEncoderLayer::TransformerEncoderLayer(const EncoderLayerOptions& opti
   dropout2_ = &register_module("dropout2", std::make_unique<Dropout>(options.dropout, dropout_rng));
 }
 
-Tensor TransformerEncoderLayer::attention_block(const Tensor& x, const Tensor& attn_mask,
-                                                const Tensor& key_padding_mask, std::vector<Tensor>* attention_weights,
-                                                const PositionalEncoding* positions) const {
-  const bool need_weights = attention_weights != nullptr;
-  AttentionResult result = self_attn_->attend(x, attn_mask, key_padding_mask, need_weights, positions);
-  if (need_weights) attention_weights->push_back(result.weights);
-  return dropout1_->forward(result.output);
+template <class Attend>
+Tensor TransformerEncoderLayer::residual_blocks(const Tensor& x, const Tensor& key_padding_mask,
+                                                const Attend& attend) const {
+  if (x.dim() != 3 || x.size(-1) != options_.d_model)
+    throw ShapeError(
+        cat("TransformerEncoderLayer: x ", x.shape(), " must be (B, T, C) with C = d_model = ", options_.d_model));
+  if (options_.norm_first) {
+    const Tensor h = x + dropout1_->forward(attend(norm1_->forward(x)));
+    return h + dropout2_->forward(feed_forward_->forward_masked(norm2_->forward(h), key_padding_mask));
+  }
+  const Tensor h = norm1_->forward(x + dropout1_->forward(attend(x)));
+  return norm2_->forward(h + dropout2_->forward(feed_forward_->forward_masked(h, key_padding_mask)));
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
                                         std::vector<Tensor>* attention_weights,
                                         const PositionalEncoding* positions) const {
   const ScopeName scope = enter_scope();
-  if (x.dim() != 3 || x.size(-1) != options_.d_model)
-    throw ShapeError(
-        cat("TransformerEncoderLayer: x ", x.shape(), " must be (B, T, C) with C = d_model = ", options_.d_model));
-  if (options_.norm_first) {
-    const Tensor h = x + attention_block(norm1_->forward(x), attn_mask, key_padding_mask, attention_weights, positions);
-    return h + dropout2_->forward(feed_forward_->forward_masked(norm2_->forward(h), key_padding_mask));
-  }
-  const Tensor h = norm1_->forward(x + attention_block(x, attn_mask, key_padding_mask, attention_weights, positions));
-  return norm2_->forward(h + dropout2_->forward(feed_forward_->forward_masked(h, key_padding_mask)));
+  return residual_blocks(x, key_padding_mask, [&](const Tensor& input) {
+    AttentionResult result = self_attn_->attend(input, attn_mask, key_padding_mask, attention_weights != nullptr, positions);
+    if (attention_weights != nullptr) attention_weights->push_back(result.weights);
+    return result.output;
+  });
+}
+
+Tensor TransformerEncoderLayer::forward_cached(const Tensor& x, KeyValueCache& cache,
+                                               const PositionalEncoding* positions) const {
+  const ScopeName scope = enter_scope();
+  NoGradGuard inference;
+  return residual_blocks(x, {}, [&](const Tensor& input) { return self_attn_->attend_cached(input, cache, positions); });
 }
 
 TransformerEncoderLayer& TransformerEncoderLayers::append(std::unique_ptr<TransformerEncoderLayer> layer) {
@@ -81,6 +89,26 @@ void TransformerEncoder::set_activation_checkpointing(bool on) {
                            layer(i).options().ffn, "' leaves an auxiliary loss, which must be recorded as the "
                            "forward makes it"));
   for (size_t i = 0; i + 1 < layers_->size(); ++i) checkpointed_parameters_.push_back(layer(i).parameters());
+}
+
+Tensor TransformerEncoder::auxiliary_loss() const {
+  Tensor total;
+  for (size_t i = 0; i < layers_->size(); ++i) {
+    const Tensor layer_loss = layer(i).feed_forward().auxiliary_loss();
+    if (layer_loss.defined()) total = total.defined() ? total + layer_loss : layer_loss;
+  }
+  return total;
+}
+
+Tensor TransformerEncoder::forward_cached(const Tensor& x, std::vector<KeyValueCache>& caches,
+                                          const PositionalEncoding* positions) const {
+  const ScopeName scope = enter_scope();
+  if (caches.size() != layers_->size())
+    throw ValueError(cat("TransformerEncoder: ", caches.size(), " KV caches for ", layers_->size(), " layers"));
+  NoGradGuard inference;
+  Tensor h = x;
+  for (size_t i = 0; i < layers_->size(); ++i) h = (*layers_)[i].forward_cached(h, caches[i], positions);
+  return norm_ ? norm_->forward(h) : h;
 }
 
 Tensor TransformerEncoder::forward(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,

@@ -12,6 +12,7 @@
 #include "autograd/tensor.h"
 #include "nn/components.h"
 #include "nn/dropout.h"
+#include "nn/kv_cache.h"
 #include "nn/module.h"
 
 namespace tapegrad::nn {
@@ -54,6 +55,11 @@ class TransformerEncoderLayer : public Module {
                  std::vector<Tensor>* attention_weights = nullptr,
                  const PositionalEncoding* positions = nullptr) const;
 
+  /// forward for positions after the cached ones (SelfAttention::attend_cached), without the tape: the
+  /// layer's output at the new positions equals forward's with the causal mask over the whole sequence.
+  ///   x: (B, T, C) -> (B, T, C)
+  Tensor forward_cached(const Tensor& x, KeyValueCache& cache, const PositionalEncoding* positions = nullptr) const;
+
   const EncoderLayerOptions& options() const { return options_; }
   const SelfAttention& self_attn() const { return *self_attn_; }
   const FeedForwardBlock& feed_forward() const { return *feed_forward_; }
@@ -63,9 +69,9 @@ class TransformerEncoderLayer : public Module {
   const Dropout& dropout2() const { return *dropout2_; }
 
  private:
-  /// dropout1(self_attn(x)), recording the weights when asked.   x: (B, T, C) -> (B, T, C)
-  Tensor attention_block(const Tensor& x, const Tensor& attn_mask, const Tensor& key_padding_mask,
-                         std::vector<Tensor>* attention_weights, const PositionalEncoding* positions) const;
+  /// The residual blocks around attend (x -> the attention's output), pre- or post-LN.   x: (B, T, C) -> (B, T, C)
+  template <class Attend>
+  Tensor residual_blocks(const Tensor& x, const Tensor& key_padding_mask, const Attend& attend) const;
 
   EncoderLayerOptions options_;
   // Owned by the children list (on the heap, so the pointers survive moving the layer).
@@ -99,6 +105,12 @@ class TransformerEncoder : public Module {
   TransformerEncoder(int64_t n_layers, const EncoderLayerOptions& options, bool final_norm, Generator& gen,
                      std::shared_ptr<Generator> dropout_rng);
 
+  /// forward for positions after the cached ones, one cache per layer (TransformerEncoderLayer::
+  /// forward_cached), without the tape; a ValueError unless caches.size() == n_layers.
+  ///   x: (B, T, C) -> (B, T, C)
+  Tensor forward_cached(const Tensor& x, std::vector<KeyValueCache>& caches,
+                        const PositionalEncoding* positions = nullptr) const;
+
   /// Every layer in order with the same masks, then the final norm if any. When attention_weights is given,
   /// each layer appends its (B, H, T, T) weights; every layer's attention gets positions (may be null).
   ///   x: (B, T, C) -> (B, T, C)
@@ -116,6 +128,10 @@ class TransformerEncoder : public Module {
   /// the same numbers twice.
   void set_activation_checkpointing(bool on);
   bool activation_checkpointing() const { return !checkpointed_parameters_.empty(); }
+
+  /// The sum of the layers' auxiliary losses from the last forward (FeedForwardBlock::auxiliary_loss, already
+  /// weighted: moe's load balancing); undefined when no layer has one.   -> () scalar
+  Tensor auxiliary_loss() const;
 
   size_t n_layers() const { return layers_->size(); }
   const TransformerEncoderLayer& layer(size_t i) const { return (*layers_)[i]; }

@@ -18,7 +18,7 @@ namespace tapegrad::nn {
 //   even' = even cos - odd sin,  odd' = even sin + odd cos              the 2×2 rotation of seed 003 §4.4
 //   concat on the last dim -> (..., T, D/2, 2) -> (..., T, D)           pairs back in place
 // The backward is the tape's: a rotation's transpose applied to the gradient, through the same ops.
-Tensor rotary_embedding(const Tensor& x, double base) {
+Tensor rotary_embedding(const Tensor& x, double base, int64_t first_position) {
   if (x.dim() < 2) throw ShapeError(cat("rotary_embedding: x ", x.shape(), " must be (..., T, D)"));
   if (!is_floating(x.dtype()))
     throw DTypeError(cat("rotary_embedding: x ", x.shape(), " must be float32 or float64, got ", dtype_name(x.dtype())));
@@ -29,9 +29,10 @@ Tensor rotary_embedding(const Tensor& x, double base) {
   std::vector<double> cos_table(static_cast<size_t>(T * half)), sin_table(cos_table.size());
   for (int64_t i = 0; i < half; ++i) {
     const double theta = std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(D));
-    for (int64_t m = 0; m < T; ++m) {
-      cos_table[m * half + i] = std::cos(static_cast<double>(m) * theta);
-      sin_table[m * half + i] = std::sin(static_cast<double>(m) * theta);
+    for (int64_t t = 0; t < T; ++t) {
+      const double m = static_cast<double>(first_position + t);
+      cos_table[t * half + i] = std::cos(m * theta);
+      sin_table[t * half + i] = std::sin(m * theta);
     }
   }
   const Tensor cos_m = tensor(cos_table, {T, half, 1}, x.dtype()), sin_m = tensor(sin_table, {T, half, 1}, x.dtype());
@@ -59,12 +60,18 @@ Tensor RotaryPositionalEncoding::forward(int64_t seq_len, DType) const {
 }
 
 std::pair<Tensor, Tensor> RotaryPositionalEncoding::rotate_query_key(const Tensor& q, const Tensor& k) const {
+  return rotate_query_key_from(q, k, 0, 0);
+}
+
+std::pair<Tensor, Tensor> RotaryPositionalEncoding::rotate_query_key_from(const Tensor& q, const Tensor& k,
+                                                                          int64_t q_start, int64_t k_start) const {
   const ScopeName scope = enter_scope();
-  for (const Tensor* t : {&q, &k})
-    if (t->dim() < 2 || t->size(-2) > context_length_)
-      throw ShapeError(cat("RotaryPositionalEncoding: q ", q.shape(), ", k ", k.shape(),
-                           " must be (..., T, D) with T <= the context length ", context_length_));
-  return {rotary_embedding(q), rotary_embedding(k)};
+  for (const auto& [t, start] : {std::pair{&q, q_start}, std::pair{&k, k_start}})
+    if (t->dim() < 2 || start < 0 || start + t->size(-2) > context_length_)
+      throw ShapeError(cat("RotaryPositionalEncoding: q ", q.shape(), " from position ", q_start, ", k ", k.shape(),
+                           " from position ", k_start, " must be (..., T, D) within the context length ",
+                           context_length_));
+  return {rotary_embedding(q, 10000.0, q_start), rotary_embedding(k, 10000.0, k_start)};
 }
 
 namespace {

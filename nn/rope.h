@@ -14,10 +14,10 @@
 
 namespace tapegrad::nn {
 
-/// Every vector x[..., m, :] rotated pairwise by the angles m·θ_i, θ_i = base^(-2i/D), i = 0..D/2-1;
-/// composed from slices, products and a concat (the tape differentiates it). An odd D is a ValueError.
-///   x: (..., T, D) -> (..., T, D)
-Tensor rotary_embedding(const Tensor& x, double base = 10000.0);
+/// Every vector x[..., t, :] rotated pairwise by the angles m·θ_i at its position m = first_position + t,
+/// θ_i = base^(-2i/D), i = 0..D/2-1; composed from slices, products and a concat (the tape differentiates
+/// it). An odd D is a ValueError.   x: (..., T, D) -> (..., T, D)
+Tensor rotary_embedding(const Tensor& x, double base = 10000.0, int64_t first_position = 0);
 
 /// The "rope" component: forward adds nothing; rotate_query_key rotates q and k by their positions.
 class RotaryPositionalEncoding : public PositionalEncoding {
@@ -31,6 +31,12 @@ class RotaryPositionalEncoding : public PositionalEncoding {
   /// rotary_embedding of each, query i at position i and key j at position j.
   ///   q: (B, H, T_q, D), k: (B, H, T_k, D) -> the same shapes
   std::pair<Tensor, Tensor> rotate_query_key(const Tensor& q, const Tensor& k) const override;
+  /// The same with query i at position q_start + i and key j at k_start + j (each below the context length).
+  std::pair<Tensor, Tensor> rotate_query_key_from(const Tensor& q, const Tensor& k, int64_t q_start,
+                                                  int64_t k_start) const override;
+  /// No bias, from any position.
+  Tensor attention_bias_from(int64_t, int64_t, int64_t, int64_t, int64_t, DType) const override { return {}; }
+  bool supports_positions_from() const override { return true; }
   /// No bias: only q and k turn.
   std::optional<std::vector<double>> attention_bias_slopes(int64_t, int64_t, int64_t) const override {
     return std::vector<double>{};

@@ -1,0 +1,51 @@
+#pragma once
+// Text generation with a LanguageModel: the next token drawn from the model's distribution, one at a time,
+// with temperature, top-k and top-p (nucleus) sampling, over a KV cache (nn/kv_cache.h) or by recomputing the
+// window at every token.
+//
+// The window. A model sees at most context_length positions. Once the sequence fills them, the window
+// restarts at its last context_length / 2 tokens (rounded up): they are run again in one forward, which
+// refills the caches, and generation goes on from there. Every position keeps the position it had in its
+// window, so learned and sinusoidal positions stay within the table and RoPE and ALiBi within the lengths
+// they were trained on; a restart costs one forward of half a window every half window of tokens. Without the
+// cache the same window is recomputed at each token, so both give the same logits (tested).
+// Letters: V vocab.
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "autograd/random.h"
+#include "nn/language_model.h"
+
+namespace tapegrad::nn {
+
+struct SamplingOptions {
+  double temperature = 1.0;  // > 0 divides the logits; 0 takes the most likely token (greedy)
+  int64_t top_k = 0;         // keep the k most likely tokens; 0: all
+  double top_p = 1.0;        // keep the fewest most likely tokens whose probabilities sum to >= top_p; in (0, 1]
+};
+
+/// A ValueError naming the option for a negative or non-finite temperature, a negative top_k, or a top_p
+/// outside (0, 1] ("top_p = 0 keeps no token").
+void validate(const SamplingOptions& options);
+
+/// One token drawn from logits (V values) under options, with one uniform draw from rng (none when greedy):
+/// the logits divided by the temperature, the top_k largest kept, then the fewest whose softmax reaches
+/// top_p, renormalised. Ties go to the smaller id.
+int64_t sample_token(std::span<const double> logits, const SamplingOptions& options, Generator& rng);
+
+struct GeneratedToken {
+  int64_t id;
+  double log_prob;  // log p(id | what came before) under the model itself (before temperature, top-k, top-p)
+};
+
+/// max_new_tokens tokens after prompt (at least one token), each passed to on_token as it comes (may be
+/// empty). use_cache: over KV caches, when the model supports them (LanguageModel::supports_kv_cache);
+/// otherwise the window is recomputed at each token. The model runs in eval mode, which is restored after.
+/// A prompt id outside [0, V) is a ValueError naming it.
+std::vector<GeneratedToken> generate(LanguageModel& model, std::span<const int64_t> prompt, int64_t max_new_tokens,
+                                     const SamplingOptions& options, Generator& rng, bool use_cache = true,
+                                     const std::function<void(const GeneratedToken&)>& on_token = {});
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,152 @@
+// LanguageModel: PyTorch's state names and logits, causality for every positional component, the parameter
+// count from the options, and the options it refuses. (Its gradient checks are registered in
+// nn/language_model.cpp and run in test_module.cpp.)
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "nn/language_model.h"
+#include "support/nn_fixtures.h"
+
+using namespace tapegrad;
+using namespace tapegrad::nn;
+using namespace tapegrad::testing;
+using Catch::Matchers::Contains;
+
+namespace {
+
+/// vocab 10, d_model 8, 2 heads, d_ff 16, 2 layers, context 12, learned positions, pre-LN, no dropout.
+LanguageModelOptions names_config() {
+  LanguageModelOptions o;
+  o.vocab_size = 10;
+  o.d_model = 8;
+  o.n_heads = 2;
+  o.d_ff = 16;
+  o.n_layers = 2;
+  o.context_length = 12;
+  o.dropout = 0;
+  return o;
+}
+
+LanguageModel make_model(const LanguageModelOptions& options, uint64_t seed = 1) {
+  Generator init(seed);
+  return LanguageModel(options, init, options.dropout > 0 ? std::make_shared<Generator>(seed + 1) : nullptr);
+}
+
+const Tensor kIds = ids({3, 1, 4, 1, 5, 9, 2, 6, 5, 3}, {2, 5});
+
+}  // namespace
+
+// /usr/bin/python3, PyTorch 1.13:
+//   class LM(nn.Module):
+//       def __init__(self):
+//           super().__init__()
+//           self.embed = nn.Embedding(10, 8)
+//           self.pos_embed = nn.Embedding(12, 8)
+//           layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, activation="gelu",
+//                                              batch_first=True, norm_first=True)
+//           self.encoder = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8), enable_nested_tensor=False)
+//           self.head = nn.Linear(8, 10, bias=False)
+//       def forward(self, ids):
+//           T = ids.shape[1]
+//           x = self.embed(ids) + self.pos_embed(torch.arange(T))
+//           causal = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
+//           return self.head(self.encoder(x, mask=causal))
+TEST_CASE("nn: LanguageModel state names and shapes are PyTorch's: embed, pos_embed, encoder with its norm, head") {
+  const LanguageModel model = make_model(names_config());
+  std::vector<std::string> names;
+  for (const auto& [name, t] : model.state_dict()) names.push_back(name);
+  REQUIRE(names.size() == 2 + 2 * 12 + 2 + 1);
+  CHECK(names.front() == "embed.weight");
+  CHECK(names[1] == "pos_embed.weight");
+  CHECK(names[2] == "encoder.layers.0.self_attn.in_proj_weight");
+  CHECK(names[names.size() - 3] == "encoder.norm.weight");
+  CHECK(names[names.size() - 2] == "encoder.norm.bias");
+  CHECK(names.back() == "head.weight");  // no bias
+  CHECK(model.head().weight.shape() == Shape({10, 8}));
+  // sum(p.numel() for p in LM().parameters())
+  CHECK(model.parameter_count() == 1472);
+  CHECK(parameter_count(names_config()) == 1472);
+  // Every id is a token: no padding row is kept at zero.
+  const Tensor row0 = select(model.embed().weight, 0, 0);
+  CHECK(max_abs_diff(row0, zeros_like(row0)) > 0);
+}
+
+// The PyTorch model above, float64, with the fill() of test_attention.cpp (fill_deterministic) and
+//   ids = torch.tensor([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]]); out = m(ids)
+//   print(out[:, -1]); print(out[:, 0])   # flat, "%.12g"
+TEST_CASE("nn: LanguageModel gives PyTorch's logits for the same weights (causal mask, pre-LN, GELU)") {
+  const std::vector<double> kLastPosition = {
+      0.612635683922, 0.955066425597, 0.868798178886, 0.392554020114, -0.259895171941, -0.795685674808,
+      -0.97431814686, -0.715610144228, -0.135687473498, 0.505140995055, 0.543953738552, 0.957316045079,
+      0.940969580475, 0.502251753586, -0.161910935468, -0.7533969474,  -1.00670699529, -0.808138243003,
+      -0.246821897499, 0.425284959465};
+  const std::vector<double> kFirstPosition = {
+      0.628524200541, 0.95170375741,  0.847693720853, 0.363180893232, -0.284352303818, -0.804248781865,
+      -0.963143522279, -0.68971372211, -0.106693335339, 0.524218301404, 0.645870815455, 0.964052667186,
+      0.849501892058, 0.353636695234, -0.300964783632, -0.820472728871, -0.971696521889, -0.686756604417,
+      -0.0935534565661, 0.541642866959};
+  LanguageModel model = make_model(names_config());
+  fill_deterministic(model);
+  const Tensor logits = model.forward(kIds);
+  REQUIRE(logits.shape() == Shape({2, 5, 10}));
+  CHECK(max_abs_diff(select(logits, 1, 4), tensor(kLastPosition, {2, 10}, DType::float64)) < 1e-10);
+  CHECK(max_abs_diff(select(logits, 1, 0), tensor(kFirstPosition, {2, 10}, DType::float64)) < 1e-10);
+  // Position 0 sees only itself: with the same token at position 0 the rows agree whatever follows.
+  const Tensor same_first = model.forward(ids({3, 9, 9, 9, 9}, {1, 5}));
+  CHECK(max_abs_diff(select(select(same_first, 1, 0), 0, 0), select(select(logits, 1, 0), 0, 0)) < 1e-12);
+}
+
+TEST_CASE("nn: a LanguageModel's position t depends on positions 0..t only, for every positional component") {
+  for (const std::string positional : {"learned", "sinusoidal", "rope", "alibi"}) {
+    for (const bool norm_first : {true, false}) {
+      INFO(positional << (norm_first ? " pre-LN" : " post-LN"));
+      LanguageModelOptions options = names_config();
+      options.positional = positional;
+      options.norm_first = norm_first;
+      const LanguageModel model = make_model(options, 3);
+      const std::vector<int64_t> base = {3, 1, 4, 1, 5, 9, 2, 6};
+      const Tensor before = model.forward(ids(base, {1, 8}));
+      for (int64_t changed = 1; changed < 8; ++changed) {
+        std::vector<int64_t> edited = base;
+        edited[static_cast<size_t>(changed)] = (edited[static_cast<size_t>(changed)] + 4) % 10;
+        const Tensor after = model.forward(ids(edited, {1, 8}));
+        for (int64_t t = 0; t < 8; ++t) {
+          const double diff = max_abs_diff(select(after, 1, t), select(before, 1, t));
+          if (t < changed)
+            CHECK(diff == 0.0);
+          else if (t == changed)
+            CHECK(diff > 0.0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("nn: parameter_count(LanguageModelOptions) equals the built model's for every variant") {
+  for (const std::string positional : {"learned", "sinusoidal", "rope", "alibi"})
+    for (const std::string ffn : {"dense", "moe"}) {
+      LanguageModelOptions options = names_config();
+      options.positional = positional;
+      options.ffn = ffn;
+      INFO(positional << " " << ffn);
+      CHECK(parameter_count(options) == make_model(options).parameter_count());
+    }
+}
+
+TEST_CASE("nn: LanguageModel refuses long sequences, bad ids and options, naming them") {
+  const LanguageModel model = make_model(names_config());
+  CHECK_THROWS_WITH(model.forward(ids(std::vector<int64_t>(13, 1), {1, 13})),
+                    "LanguageModel: sequence length T = 13 exceeds context_length 12");
+  CHECK_THROWS_AS(model.forward(tensor({1.0, 2.0}, {1, 2})), DTypeError);
+  CHECK_THROWS_WITH(model.forward(ids({1, 2}, {2})), Contains("must be (B, T)"));
+  LanguageModelOptions options = names_config();
+  options.n_heads = 3;
+  CHECK_THROWS_WITH(make_model(options), Contains("LanguageModel: n_heads = 3 does not divide d_model = 8"));
+  options = names_config();
+  options.vocab_size = 0;
+  CHECK_THROWS_WITH(make_model(options), Contains("vocab_size = 0 is outside"));
+}
