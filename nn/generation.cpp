@@ -62,13 +62,6 @@ double log_probability(const std::vector<double>& logits, int64_t id) {
   return logits[static_cast<size_t>(id)] - top - std::log(sum);
 }
 
-/// Restores the model's train/eval mode when generation ends, however it ends.
-struct EvalMode {
-  explicit EvalMode(LanguageModel& m) : model(m), was_training(m.is_training()) { m.eval(); }
-  ~EvalMode() { model.train(was_training); }
-  LanguageModel& model;
-  bool was_training;
-};
 
 }  // namespace
 
@@ -83,7 +76,7 @@ std::vector<GeneratedToken> generate(LanguageModel& model, std::span<const int64
   for (const int64_t id : prompt)
     if (id < 0 || id >= V) throw ValueError(cat("generate: prompt token id ", id, " is outside the vocabulary [0, ", V, ")"));
   if (max_new_tokens < 0) throw ValueError(cat("generate: max_new_tokens = ", max_new_tokens, " must be >= 0"));
-  EvalMode eval(model);
+  EvalModeGuard eval(model);
   NoGradGuard inference;
   const bool cached = use_cache && model.supports_kv_cache();
   std::vector<KeyValueCache> caches = cached ? model.make_kv_caches() : std::vector<KeyValueCache>{};

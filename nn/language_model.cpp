@@ -1,5 +1,6 @@
 #include "nn/language_model.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "autograd/ops/elementwise.h"
@@ -34,14 +35,26 @@ ClassifierOptions body_options(const LanguageModelOptions& o) {
   return body;
 }
 
+LanguageModelOptions language_model_options(const ClassifierOptions& body) {
+  return {.vocab_size = body.vocab_size, .d_model = body.d_model, .n_heads = body.n_heads, .d_ff = body.d_ff,
+          .n_layers = body.n_layers, .context_length = body.context_length, .dropout = body.dropout,
+          .norm_first = body.norm_first, .positional = body.positional, .attention = body.attention,
+          .norm = body.norm, .ffn = body.ffn, .activation = body.activation, .settings = body.settings};
+}
+
 void validate(const LanguageModelOptions& options, const std::string& context) {
   validate(options, context, [](std::string_view field) { return std::string(field); });
 }
 
 void validate(const LanguageModelOptions& options, const std::string& context, const FieldNames& names) {
-  // Asked before validate(body) so that the message says why, not that the setting is unknown.
-  const auto& declared = component<AttentionKind>(options.attention).settings;
-  if (std::none_of(declared.begin(), declared.end(), [](const SettingSpec& s) { return s.name == "causal"; }))
+  // Asked before validate(body) so that the message says why, not that the setting is unknown; a name no
+  // variant registered is validate(body)'s to name.
+  const std::vector<std::string> registered = component_names<AttentionKind>();
+  const bool known = std::find(registered.begin(), registered.end(), options.attention) != registered.end();
+  const auto declares_causal = [](const std::vector<SettingSpec>& declared) {
+    return std::any_of(declared.begin(), declared.end(), [](const SettingSpec& s) { return s.name == "causal"; });
+  };
+  if (known && !declares_causal(component<AttentionKind>(options.attention).settings))
     throw ValueError(cat(context.empty() ? "" : context + ": ", describe(names("attention"), cat("'", options.attention, "'")),
                          " cannot hide later positions (no causal setting): a language model needs it"));
   validate(body_options(options), context, names);

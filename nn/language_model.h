@@ -54,6 +54,10 @@ struct LanguageModelOptions {
 /// language model has no use for, hold valid values that nothing reads.
 ClassifierOptions body_options(const LanguageModelOptions& options);
 
+/// The inverse of body_options: the sizes, names and settings of body (what an LM needs of a classifier's
+/// options: num_classes, pool, final_norm and pad_id are not read).
+LanguageModelOptions language_model_options(const ClassifierOptions& body);
+
 /// validate(body_options(options)) (every size, name, setting and refusal, as the classifier's), with a
 /// causal setting the chosen attention must declare: "attention = 'x' cannot hide later positions (no
 /// causal setting): a language model needs it". The LanguageModel constructor calls it.

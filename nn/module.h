@@ -93,4 +93,18 @@ class Module {
   bool training_ = true;
 };
 
+/// RAII: the module in eval mode (dropout off) while this lives, then back in the mode it had, however the
+/// scope ends: inference inside training (validation) or on a model a caller may be training.
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(Module& module) : module_(module), was_training_(module.is_training()) { module.eval(); }
+  ~EvalModeGuard() { module_.train(was_training_); }
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  Module& module_;
+  bool was_training_;
+};
+
 }  // namespace tapegrad::nn

@@ -45,11 +45,10 @@ Tensor classify(nn::SequenceClassifier& model, const std::vector<std::vector<int
   // Longest first: each batch's first sequence sets its padded length T.
   std::stable_sort(order.begin(), order.end(),
                    [&](int64_t a, int64_t b) { return sequences[a].size() > sequences[b].size(); });
-  const bool was_training = model.is_training();
-  model.eval();
-  NoGradGuard no_grad;
   std::vector<double> logits(static_cast<size_t>(N * K));
   DType dtype = DType::float32;  // the model's: its logits'
+  nn::EvalModeGuard eval(model);
+  NoGradGuard no_grad;
   for (int64_t start = 0; start < N;) {
     const int64_t T = static_cast<int64_t>(sequences[order[start]].size());
     const int64_t B = std::clamp<int64_t>(max_tokens / std::max<int64_t>(T, 1), 1, N - start);
@@ -61,7 +60,6 @@ Tensor classify(nn::SequenceClassifier& model, const std::vector<std::vector<int
     for (int64_t b = 0; b < B; ++b) std::copy_n(z.begin() + b * K, K, logits.begin() + rows[b] * K);
     start += B;
   }
-  model.train(was_training);
   if (const auto bad = std::find_if(logits.begin(), logits.end(), [](double v) { return !std::isfinite(v); });
       bad != logits.end()) {  // the first in the caller's order, not the batches'
     const int64_t at = bad - logits.begin(), sequence = at / K, class_index = at % K;

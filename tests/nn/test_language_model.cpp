@@ -149,4 +149,7 @@ TEST_CASE("nn: LanguageModel refuses long sequences, bad ids and options, naming
   options = names_config();
   options.vocab_size = 0;
   CHECK_THROWS_WITH(make_model(options), Contains("vocab_size = 0 is outside"));
+  options = names_config();
+  options.attention = "nope";
+  CHECK_THROWS_WITH(make_model(options), Contains("attention = 'nope' is not registered"));
 }

@@ -102,6 +102,15 @@ json model_config_json(const nn::ClassifierOptions& options) {
   return j;
 }
 
+json language_model_config_json(const nn::LanguageModelOptions& options) {
+  const json body = model_config_json(nn::body_options(options));
+  json j = {{"kind", kLanguageModelKind}};
+  for (const auto& [key, value] : body.items())
+    if (key != "num_classes" && key != "pool" && key != "final_norm" && key != "pad_id") j[key] = value;
+  j["settings"].erase("pool");
+  return j;
+}
+
 const std::set<std::string>& model_keys_added_later() {
   // The keys that came after the first checkpoints: the norm, attention and ffn components. Older
   // checkpoints lack them and were trained with the built-in variants. (The settings, also added later,
@@ -133,6 +142,29 @@ nn::ClassifierOptions model_options_from_json(const json& config, const std::str
   } else {
     map_old_setting_keys(top, options);
   }
+  try {
+    nn::validate(options, prefix.empty() ? file : cat(file, ": '", prefix.substr(0, prefix.size() - 1), "'"));
+  } catch (const ValueError& e) {
+    throw IOError(e.what());
+  }
+  return options;
+}
+
+nn::LanguageModelOptions language_model_options_from_json(const json& config, const std::string& file,
+                                                          const std::string& prefix) {
+  JsonFields top(config, file, prefix);
+  if (const std::string kind = top.string("kind"); kind != kLanguageModelKind)
+    throw IOError(cat(file, ": ", top.quoted("kind"), " is '", kind, "', not '", kLanguageModelKind, "'"));
+  json body = config;
+  body.erase("kind");
+  // What a language model always is, in the classifier's terms (nn::body_options).
+  const std::pair<const char*, json> implied[] = {
+      {"num_classes", 2}, {"pool", "mean"}, {"final_norm", true}, {"pad_id", -1}};
+  for (const auto& [key, value] : implied) {
+    if (body.contains(key)) throw IOError(cat(file, ": ", top.quoted(key), " is not a key of a language model"));
+    body[key] = value;
+  }
+  nn::LanguageModelOptions options = nn::language_model_options(model_options_from_json(body, file, prefix));
   try {
     nn::validate(options, prefix.empty() ? file : cat(file, ": '", prefix.substr(0, prefix.size() - 1), "'"));
   } catch (const ValueError& e) {

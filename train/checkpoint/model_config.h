@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nn/classifier.h"
+#include "nn/language_model.h"
 
 namespace tapegrad::nn {
 
@@ -34,8 +35,20 @@ const std::set<std::string>& model_keys_added_later();
 /// config.json of a classifier.
 nlohmann::json model_config_json(const nn::ClassifierOptions& options);
 
+/// config.json of a language model: "kind": "language_model", then the classifier's keys but those it has no
+/// use for (num_classes, pool, final_norm: always, pad_id: none), the settings with them.
+nlohmann::json language_model_config_json(const nn::LanguageModelOptions& options);
+
+/// The inverse of language_model_config_json, read as strictly as a classifier's (model_options_from_json)
+/// and validated as a language model; "kind" must be "language_model", and a classifier's own keys
+/// (num_classes, pool, final_norm, pad_id) are refused. IOError naming `file` and the key.
+nn::LanguageModelOptions language_model_options_from_json(const nlohmann::json& config, const std::string& file,
+                                                          const std::string& prefix = "");
+
 /// config.json's "kind" of a classifier (the key is optional: files from before kinds hold classifiers).
 inline constexpr const char* kClassifierKind = "classifier";
+/// config.json's "kind" of a language model (language_model_config_json).
+inline constexpr const char* kLanguageModelKind = "language_model";
 /// The model options of a config.json object, read strictly (strict_json.h: every key present, of
 /// exactly its type, no unknown key) and validated (nn::validate, which also refuses a component name
 /// that this program has not registered); IOError naming `file` and the key (prefix + key: "model."
