@@ -31,8 +31,14 @@ void publish_step(Run& run, bool is_best, double elapsed) {
     // to the checkpoint's step); the other order would lose them for good.
     write_metrics_csv(o.out + "/metrics.csv", run.progress.metrics);
     write_curves_svg(o.out + "/curves.svg", run.progress.metrics, "tapegrad: " + (o.data.empty() ? o.task.name : o.data));
-    CheckpointContents contents{&run.model->module(), run.model->config(), &run.data.vocab, &run.data.labels,
-                                run.optimizer.get(),  run.trainer_state(elapsed)};
+    const bool language_model = run.data.tokenizer.has_value();
+    CheckpointContents contents{&run.model->module(),
+                                run.model->config(),
+                                language_model ? nullptr : &run.data.vocab,
+                                language_model ? nullptr : &run.data.labels,
+                                language_model ? &*run.data.tokenizer : nullptr,
+                                run.optimizer.get(),
+                                run.trainer_state(elapsed)};
     publish_checkpoint(o.out, run.progress.step, contents, is_best);
   } catch (const IOError& e) {
     throw IOError(cat(e.what(), "; ", kept_checkpoint(run)));

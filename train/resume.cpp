@@ -89,14 +89,19 @@ int restore_run(Run& run, const std::string& dir, const ResumeOptions& options, 
   if (run.ranks.comm->rank() == 0) lock.emplace(dir, "--resume");  // released when this run ends, however it ends
   try {
     run.options = resumed_options(state, state_path, dir, options);
-    const LoadedModel saved = load_model(dir);
-    run.data = load_training_data(run.options, &saved.vocab);
+    std::optional<LoadedModel> saved;
+    std::optional<LoadedLanguageModel> saved_lm;
+    if (is_language_model(run.options))
+      saved_lm = load_language_model(dir);
+    else
+      saved = load_model(dir);
+    run.data = load_training_data(run.options, saved ? &saved->vocab : nullptr, saved_lm ? &saved_lm->tokenizer : nullptr);
     fit_model_to_data(run.options, run.data);
     require_same_examples(run, state);
     run.dropout_rng = std::make_shared<Generator>(0);  // its state is restored below
     Generator unused(0);                               // the saved weights replace the initial ones
     build_model(run, build, unused);
-    run.model->module().load_state_dict(saved.model->state_dict());
+    run.model->module().load_state_dict(saved ? saved->model->state_dict() : saved_lm->model->state_dict());
     set_up_training(run);
     load_optimizer_state(*run.optimizer, dir + "/optimizer.safetensors");
     restore_run_state(run, state, dir, options.steps);

@@ -15,7 +15,7 @@ namespace {
 
 /// What every rank of a run must agree on (agree_on_setup): the options (but for the data
 /// files' paths, which may differ between hosts), the fingerprints of the examples read, the vocabulary and
-/// labels, how gradients are averaged, and the step a resumed run continues from.
+/// labels (or a language model's tokenizer), how gradients are averaged, and the step a resumed run continues from.
 std::string settings_to_agree_on(const Run& run, const DataParallelOptions& parallel) {
   json options = to_json(run.options);
   for (const char* path : {"data", "valid", "init"}) options.erase(path);
@@ -24,6 +24,7 @@ std::string settings_to_agree_on(const Run& run, const DataParallelOptions& para
       {"data", run.data.sources},
       {"vocab_size", run.data.vocab.size()},
       {"labels", run.data.labels},
+      {"tokenizer", run.data.tokenizer ? run.data.tokenizer->to_json() : json()},
       {"averaging", {{"overlap", parallel.overlap}, {"exact", parallel.exact}, {"bucket_mb", parallel.bucket_mb}}},
       {"step", run.progress.step}}
       .dump();

@@ -8,6 +8,7 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "train/classifier_model.h"
+#include "train/next_token_model.h"
 
 namespace tapegrad {
 
@@ -24,7 +25,20 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const nn
 
 }  // namespace
 
+nn::LanguageModelOptions language_model_options(const TrainOptions& o) {
+  nn::LanguageModelOptions options = nn::language_model_options(o.model);
+  options.context_length = language_model_context(o);
+  return options;
+}
+
 void fit_model_to_data(TrainOptions& o, const TrainingData& data) {
+  if (data.tokenizer) {
+    o.context_length = language_model_context(o);
+    o.model.vocab_size = data.tokenizer->vocab_size();
+    o.model.context_length = o.context_length;
+    o.model = nn::body_options(language_model_options(o));  // what trainer.json records: the LM's own reading
+    return;
+  }
   const bool cls = nn::prepends_cls(o.model);
   if (o.context_length <= 0) o.context_length = data.longest + (cls ? 1 : 0);
   o.model.vocab_size = data.vocab.size();
@@ -33,7 +47,22 @@ void fit_model_to_data(TrainOptions& o, const TrainingData& data) {
   o.model.pad_id = Vocab::kPad;
 }
 
+namespace {
+
+/// run.model: the language model of the run's options (a builder makes classifiers only).
+void build_language_model(Run& run, Generator& init) {
+  auto model = std::make_unique<nn::LanguageModel>(language_model_options(run.options), init, run.dropout_rng);
+  nn::TransformerEncoder& encoder = model->encoder();
+  const bool auxiliary_loss = encoder.n_layers() > 0 && encoder.layer(0).feed_forward().has_auxiliary_loss();
+  encoder.set_activation_checkpointing(
+      checkpoints_activations(run.options.activation_checkpointing, run.options.context_length, auxiliary_loss));
+  run.model = std::make_unique<NextTokenModel>(std::move(model));
+}
+
+}  // namespace
+
 void build_model(Run& run, const ModelBuilder& build, Generator& init) {
+  if (run.data.tokenizer) return build_language_model(run, init);
   if (!build) throw ValueError("no model builder given");
   std::unique_ptr<nn::SequenceClassifier> classifier = build(run.options.model, init, run.dropout_rng);
   if (!classifier) throw ValueError("the model builder returned no model");

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "autograd/random.h"
+#include "nn/language_model.h"
 #include "train/run_state.h"
 #include "train/trainer.h"
 
@@ -18,12 +19,16 @@ namespace tapegrad {
 inline constexpr uint64_t kDropoutStream = 0x64726f706f7574ULL;
 
 /// Fills in what the model takes from the data: vocab_size, num_classes, and context_length (when 0: the
-/// longest sequence, plus the <cls> token when pooling uses one).
+/// longest sequence, plus the <cls> token when pooling uses one). A language model's: vocab_size from the
+/// tokenizer, and model = body_options of its LanguageModelOptions (causal attention, final norm, no padding).
 void fit_model_to_data(TrainOptions& options, const TrainingData& data);
+
+/// The language model a run's options describe (model, context length, tie_embeddings).
+nn::LanguageModelOptions language_model_options(const TrainOptions& options);
 
 /// run.model: the classifier `build` makes, refused unless it agrees with the data (a ValueError naming the
 /// option and both numbers); its own options become the run's, so that trainer.json and config.json record
-/// what was built.
+/// what was built. A language model's run (the data has a tokenizer) builds nn::LanguageModel itself.
 void build_model(Run& run, const ModelBuilder& build, Generator& init);
 
 /// run.progress.total_steps (from --steps or --epochs), the optimizer and the schedule (validated before any work).

@@ -62,7 +62,39 @@ void validate_model(const TrainOptions& o, const OptionNames& name) {
   });
 }
 
+/// A language model's options (nn::validate of LanguageModelOptions: the classifier's rules, and an attention that
+/// can be causal), by the same names; the vocabulary comes from the tokenizer later.
+void validate_language_model(const TrainOptions& o, const OptionNames& name) {
+  nn::ClassifierOptions body = o.model;
+  body.vocab_size = 2;
+  body.context_length = language_model_context(o);
+  nn::validate(nn::language_model_options(body), "", [&name](std::string_view field) {
+    return field == "context_length" ? name("context_length") : name(cat("model.", field));
+  });
+}
+
+/// The options of a language model's run: its text, its tokenizer, and no epochs (its windows are drawn at
+/// random starts: token_windows.h).
+void validate_language_model_run(const TrainOptions& o, const OptionNames& name) {
+  if (o.data.empty())
+    throw ValueError(cat(name("task.name"), " ", kLanguageModelTask, " trains on a text file: give ", name("data")));
+  if (o.epochs > 0)
+    throw ValueError(cat(name("epochs"), " does not apply to ", name("task.name"), " ", kLanguageModelTask,
+                         ": its training windows start at random places of the text, so there are no epochs; give ",
+                         name("steps")));
+  if (o.tokenizer != "characters" && o.tokenizer != "words" && o.tokenizer != "bpe")
+    throw ValueError(cat(name("tokenizer"), " must be characters, words or bpe, got '", o.tokenizer, "'"));
+  require(name, o.vocab_size >= 2 && o.vocab_size <= kMaxWidth, "vocab_size", cat("in [2, ", kMaxWidth, "]"), o.vocab_size);
+  if (!o.tokenizer_model.empty() && o.tokenizer != "bpe")
+    throw ValueError(cat(name("tokenizer_model"), " is a SentencePiece model: it needs ", name("tokenizer"), " bpe, not ",
+                         o.tokenizer));
+}
+
 }  // namespace
+
+int64_t language_model_context(const TrainOptions& o) {
+  return o.context_length > 0 ? o.context_length : kDefaultLanguageModelContext;
+}
 
 void validate(const TrainOptions& o, const OptionNames& name) {
   // Comparisons are written so that NaN fails them.
@@ -97,6 +129,8 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   require(name, o.context_length >= 0 && o.context_length <= kMaxLength, "context_length",
           cat("in [0, ", kMaxLength, "] (0: from the data)"), o.context_length);
   if (o.steps > 0 && o.epochs > 0) throw ValueError(cat("give ", name("steps"), " or ", name("epochs"), ", not both"));
+  const bool language_model = is_language_model(o);
+  if (language_model) validate_language_model_run(o, name);
   if (o.epochs > 0 && o.data.empty() && o.train_size == 0)
     throw ValueError(cat(name("epochs"), " needs a fixed training set: give ", name("data"), " or ", name("train_size")));
   if (o.epochs > 0 && o.data.empty()) {  // the steps of a task's epochs, known now (a data file's: once it is read)
@@ -106,7 +140,12 @@ void validate(const TrainOptions& o, const OptionNames& name) {
                            o.train_size, ", ", name("batch_size"), " ", o.batch_size, ") is more than ", kMaxSteps,
                            " steps"));
   }
-  if (o.init.empty()) validate_model(o, name);  // with --init the model's shape is the checkpoint's
+  if (o.init.empty()) {  // with --init the model's shape is the checkpoint's
+    if (language_model)
+      validate_language_model(o, name);
+    else
+      validate_model(o, name);
+  }
   if (!o.data.empty()) {
     if (o.valid.empty())
       require(name, o.valid_fraction > 0 && o.valid_fraction < 1, "valid_fraction",
@@ -131,7 +170,7 @@ void validate(const TrainOptions& o, const OptionNames& name) {
 // from which it is written and, after checked_like's strict reading, read.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TaskOptions, name, symbols, min_len, max_len)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(TrainOptions, task, data, valid, valid_fraction, train_size, valid_size, model, context_length,
-                                   optimizer, lr, weight_decay, momentum, warmup, schedule, clip_grad, batch_size, steps,
+                                   tokenizer, vocab_size, tokenizer_model, tie_embeddings, optimizer, lr, weight_decay, momentum, warmup, schedule, clip_grad, batch_size, steps,
                                    epochs, seed, threads, eval_every, log_every, target_acc, out, init, shuffle, overwrite)
 
 bool checkpoints_activations(const std::string& mode, int64_t context_length, bool auxiliary_loss) {
@@ -148,9 +187,11 @@ json to_json(const TrainOptions& options) {
 TrainOptions train_options_from_json(const json& j, const std::string& path) {
   // Strict as config.json is (strict_json.h): trainer.json decides how a resumed run goes on, so a value
   // of the wrong type or a misspelt key must not be converted or ignored. Keys that came later are
-  // optional: log_every, overwrite, valid_size, and the model's (model_keys_added_later).
+  // optional: log_every, overwrite, valid_size, the language model's, and the model's (model_keys_added_later).
   // The model is read as config.json is (model_options_from_json: its settings, older keys, validated).
-  static const std::set<std::string> added_later = {"log_every", "overwrite", "valid_size"};
+  static const std::set<std::string> added_later = {"log_every",  "overwrite",       "valid_size",
+                                                    "tokenizer",  "tokenizer_model", "tie_embeddings",
+                                                    "vocab_size"};
   json example = TrainOptions(), rest = j;
   example.erase("model");
   if (j.is_object()) {  // otherwise checked_like names what it is

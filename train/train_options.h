@@ -25,19 +25,29 @@ inline nn::ClassifierOptions default_model() {
   return model;
 }
 
+/// The task name of a language model: next-token prediction over the text of TrainOptions::data.
+inline constexpr const char* kLanguageModelTask = "lm";
+/// A language model's context length when TrainOptions::context_length is 0.
+inline constexpr int64_t kDefaultLanguageModelContext = 128;
+
 /// Everything `tapegrad train` takes. Zero means "derive it" where noted.
 struct TrainOptions {
-  // data: a built-in task, or a TSV file of label<TAB>text
+  // data: a built-in task, a TSV file of label<TAB>text, or (task "lm") a text file for a language model
   TaskOptions task{"majority"};
-  std::string data;               // training TSV (replaces the task)
-  std::string valid;              // validation TSV; empty: a seeded split of data
+  std::string data;               // training TSV (replaces the task), or the language model's training text
+  std::string valid;              // validation TSV or text; empty: a seeded split of data (a text: its end)
   double valid_fraction = 0.1;    // of data, when valid is empty
   int64_t train_size = 0;         // task only: a fixed training set of this many examples; 0: fresh each batch
   int64_t valid_size = 2000;      // task only: examples in the validation set (long sequences: fewer)
   // model (vocab_size, num_classes and context_length are filled in from the data). The defaults are a
   // small model that learns the built-in tasks to 99% in a few hundred steps.
   nn::ClassifierOptions model = default_model();
-  int64_t context_length = 0;     // 0: the longest sequence the task or the training file can produce
+  int64_t context_length = 0;     // 0: the longest sequence the task or the training file can produce (lm: 128)
+  // language model only (task "lm"; train/data/tokenizer.h)
+  std::string tokenizer = "characters";  // characters, words or bpe
+  int64_t vocab_size = 2000;             // bpe: the pieces SentencePiece learns from the training text
+  std::string tokenizer_model;           // bpe: an existing SentencePiece model instead of learning one
+  bool tie_embeddings = false;           // the head's weight is the token embedding's
   // optimisation
   std::string optimizer = "adamw";  // a registered optimizer (optim/optimizer.h): adam, adamw, sgd, or a user's
   double lr = 5e-3;
@@ -65,6 +75,13 @@ struct TrainOptions {
   // Memory only, not the numbers: not saved.
   std::string activation_checkpointing = "auto";
 };
+
+/// Whether the run trains a language model (task kLanguageModelTask) rather than a classifier.
+inline bool is_language_model(const TrainOptions& options) { return options.task.name == kLanguageModelTask; }
+
+/// The context length a run's model gets: the option, or when 0 the language model's default (a classifier's
+/// comes from its data: fit_model_to_data).
+int64_t language_model_context(const TrainOptions& options);
 
 /// --activation-checkpointing auto's threshold: from this context length on, the layers' activations are the
 /// bulk of a step's memory and recomputing them costs little of its time (docs/performance.md, "Activation

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <ostream>
@@ -36,6 +37,10 @@ json to_json(const TrainSummary& s) {
             {"parameters", s.parameters},
             {"truncated", s.truncated},
             {"out", s.out}};
+  if (s.language_model) {
+    j["final_valid_perplexity"] = std::exp(s.final_loss);
+    j["final_valid_bits_per_character"] = s.final_bits_per_character;
+  }
   if (s.ranks > 1) {
     j["ranks"] = s.ranks;
     j["global_batch"] = s.global_batch;
@@ -66,17 +71,29 @@ void set_up_new_run(Run& run, const TrainOptions& options, const ModelBuilder& b
   if (rank == 0) check_out_directory(options.out, "--out");  // read only: nothing is touched before every check
   run.options = with_absolute_paths(options);
   std::optional<LoadedModel> init;
+  std::optional<LoadedLanguageModel> init_lm;
   if (!options.init.empty()) {
-    init = load_model(options.init);
+    const bool lm_checkpoint = checkpoint_kind(options.init) == kLanguageModelKind;
+    if (lm_checkpoint != is_language_model(options))
+      throw ValueError(cat("--init ", options.init, " holds a ", lm_checkpoint ? "language model" : "classifier",
+                           ", and this run trains a ", lm_checkpoint ? "classifier" : "language model (--task lm)"));
+    nn::ClassifierOptions saved;
+    if (lm_checkpoint) {
+      init_lm = load_language_model(options.init);
+      saved = nn::body_options(init_lm->options);
+    } else {
+      init = load_model(options.init);
+      saved = init->options;
+    }
     // The checkpoint's model, but the run's own training-only settings: dropout and the load-balancing weight
     // change no weight and nothing the model computes at inference, so fine-tuning chooses them (as
     // from_pretrained(..., hidden_dropout_prob=...) does); config.json records them.
-    run.options.model = init->options;
+    run.options.model = saved;
     run.options.model.dropout = options.model.dropout;
     nn::take_training_settings(run.options.model, options.model.settings);
-    run.options.context_length = init->options.context_length;
+    run.options.context_length = saved.context_length;
   }
-  run.data = load_training_data(run.options, init ? &init->vocab : nullptr);
+  run.data = load_training_data(run.options, init ? &init->vocab : nullptr, init_lm ? &init_lm->tokenizer : nullptr);
   fit_model_to_data(run.options, run.data);
   check_memory(run.options);
   if (init && init->labels != run.data.labels)
@@ -89,6 +106,7 @@ void set_up_new_run(Run& run, const TrainOptions& options, const ModelBuilder& b
   build_model(run, build, init_gen);
   check_memory(run.options);  // again: a builder may build a larger model than the options describe
   if (init) run.model->module().load_state_dict(init->model->state_dict());
+  if (init_lm) run.model->module().load_state_dict(init_lm->model->state_dict());
   set_up_training(run);
   try_forward(run);
   if (rank != 0) return;  // the run directory is rank 0's
@@ -107,14 +125,19 @@ void set_up_new_run(Run& run, const TrainOptions& options, const ModelBuilder& b
 void log_start(const Run& run, std::ostream& log) {
   const TrainOptions& o = run.options;
   const int ranks = run.ranks.comm->size();
-  log << "training " << run.model->module().parameter_count() << " parameters on "
-      << (o.data.empty() ? "task " + o.task.name : o.data) << " for " << run.progress.total_steps << " steps (batch "
-      << o.batch_size;
+  const bool language_model = run.data.tokenizer.has_value();
+  log << "training " << (language_model ? "a language model of " : "") << run.model->module().parameter_count()
+      << " parameters on " << (o.data.empty() ? "task " + o.task.name : o.data) << " for " << run.progress.total_steps
+      << " steps (batch " << o.batch_size;
   if (ranks > 1)
     log << " per rank x " << ranks << " ranks" << (run.ranks.hosts > 1 ? cat(" on ", run.ranks.hosts, " hosts") : "")
         << " = " << o.batch_size * ranks << " per step";
-  log << ", context " << o.context_length << ", " << run.data.vocab.size() << " tokens, " << run.data.labels.size()
-      << " classes) into " << o.out << "\n";
+  log << ", context " << o.context_length << ", ";
+  if (language_model)
+    log << run.data.tokenizer->vocab_size() << " " << tokenizer_kind_name(run.data.tokenizer->kind()) << " tokens";
+  else
+    log << run.data.vocab.size() << " tokens, " << run.data.labels.size() << " classes";
+  log << ") into " << o.out << "\n";
 }
 
 }  // namespace

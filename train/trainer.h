@@ -41,7 +41,10 @@ struct TrainSummary {
   int64_t truncated = 0;  // training sequences cut to the context length
   bool reached_target = false;
   std::string out;
-  std::string sample_text;  // a validation text, to suggest a `predict` command with
+  std::string sample_text;  // a validation text, to suggest a `predict` (or a language model's `generate`) command with
+  // A language model's run: the last validation loss in bits per character of the validation text.
+  bool language_model = false;
+  double final_bits_per_character = 0;
   // Data parallelism (docs/distributed.md): the ranks, the examples of one step over all of them, and the
   // seconds per step that rank 0 waited after its backward: for the other ranks to finish theirs, then for
   // the gradient sums (reported when ranks > 1).

@@ -59,6 +59,7 @@ class TrainingLoop {
       : run_(run), p_(run.progress), progress_(log), first_step_(p_.step), train_seconds_before_(p_.timing.train_seconds),
         last_row_step_(p_.step), last_row_train_seconds_(p_.timing.train_seconds) {
     if (const MetricsRow* validated = last_validation(p_.metrics)) last_validation_ = *validated;
+    if (run.data.tokenizer) progress_.show_language_model(run.data.valid_characters_per_token);
   }
 
   TrainSummary run() {
@@ -146,7 +147,9 @@ class TrainingLoop {
     last_validation_ = row;
     progress_.validation(row, p_.total_steps);
 
-    const bool is_best = eval.accuracy > p_.best_accuracy;
+    // A language model's best is its lowest validation loss (perplexity); a classifier's its highest accuracy.
+    const bool first = p_.best_accuracy < 0;
+    const bool is_best = run_.data.tokenizer ? first || eval.loss < p_.best_loss : eval.accuracy > p_.best_accuracy;
     if (is_best) {
       p_.best_accuracy = eval.accuracy;
       p_.best_loss = eval.loss;
@@ -221,6 +224,12 @@ class TrainingLoop {
     s.truncated = p_.truncated;
     s.out = run_.options.out;
     s.sample_text = run_.data.valid.front().text;
+    if (run_.data.tokenizer) {  // a prompt: the first tokens of the validation text
+      const std::vector<int64_t>& tokens = run_.data.valid.front().tokens;
+      s.sample_text = run_.data.tokenizer->decode({tokens.data(), std::min<size_t>(tokens.size(), 16)});
+      s.language_model = true;
+      s.final_bits_per_character = s.final_loss / std::log(2.0) / run_.data.valid_characters_per_token;
+    }
     s.ranks = run_.ranks.comm->size();
     s.global_batch = run_.options.batch_size * s.ranks;
     if (run_.ranks.averager && p_.step > first_step_) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "train/data/tsv.h"
+#include "train/io/read_file.h"
 
 namespace tapegrad {
 
@@ -14,6 +15,7 @@ using nlohmann::json;
 namespace {
 
 constexpr uint64_t kShuffleStream = 0x73687566666c65ULL;
+constexpr uint64_t kWindowStream = 0x77696e646f7773ULL;
 
 int64_t longest_sequence(const std::vector<Example>& examples) {
   int64_t longest = 1;
@@ -21,26 +23,86 @@ int64_t longest_sequence(const std::vector<Example>& examples) {
   return longest;
 }
 
-/// A fingerprint of labelled examples as read (FNV-1a over labels and texts, 16 hex digits): trainer.json
-/// keeps it, and --resume goes on only with the data the run started with, whatever path or pipe brings it.
-std::string fingerprint(const std::vector<Example>& examples) {
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  const auto mix = [&hash](std::string_view bytes, char end) {
-    for (char c : bytes) hash = (hash ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
-    hash = (hash ^ static_cast<unsigned char>(end)) * 0x100000001b3ULL;
-  };
-  for (const Example& e : examples) {
-    mix(e.label, '\t');
-    mix(e.text, '\n');
+/// A fingerprint of labelled examples as read, or of a text (FNV-1a over labels and texts, 16 hex digits):
+/// trainer.json keeps it, and --resume goes on only with the data the run started with, whatever path or
+/// pipe brings it.
+class Fingerprint {
+ public:
+  void mix(std::string_view bytes, char end) {
+    for (char c : bytes) hash_ = (hash_ ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+    hash_ = (hash_ ^ static_cast<unsigned char>(end)) * 0x100000001b3ULL;
   }
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  return hex;
+  std::string hex() const {
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash_));
+    return text;
+  }
+
+ private:
+  uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
+std::string fingerprint(const std::vector<Example>& examples) {
+  Fingerprint hash;
+  for (const Example& e : examples) {
+    hash.mix(e.label, '\t');
+    hash.mix(e.text, '\n');
+  }
+  return hash.hex();
+}
+
+std::string fingerprint(std::string_view text) {
+  Fingerprint hash;
+  hash.mix(text, '\n');
+  return hash.hex();
 }
 
 bool is_pipe(const std::string& path) {
   std::error_code ec;
   return std::filesystem::is_fifo(path, ec) || std::filesystem::is_socket(path, ec);
+}
+
+/// A language model's text file, read whole and checked (tokenizer.h); a text, its fingerprint and whether it
+/// came from a pipe.
+std::string read_text(const std::string& path, nlohmann::json& sources, const char* key, const char* pipe_key) {
+  std::string text = read_whole_file(path, kTextLimit);
+  check_corpus_text(text, path);
+  sources[key] = fingerprint(text);
+  sources[pipe_key] = is_pipe(path);
+  return text;
+}
+
+/// The tokenizer a new run learns from its training text (TrainOptions::tokenizer).
+Tokenizer learn_tokenizer(const TrainOptions& o, std::string_view text) {
+  if (o.tokenizer == "bpe") throw ValueError("--tokenizer bpe is not available in this build");
+  return Tokenizer::learn(tokenizer_kind(o.tokenizer), text, o.data);
+}
+
+TrainingData load_text_data(const TrainOptions& o, const Tokenizer* fixed_tokenizer) {
+  TrainingData d;
+  const std::string text = read_text(o.data, d.sources, "fingerprint", "pipe");
+  d.tokenizer.emplace(fixed_tokenizer ? *fixed_tokenizer : learn_tokenizer(o, text));
+  std::vector<int64_t> train = d.tokenizer->encode(text), valid;
+  if (o.valid.empty()) {  // the end of the text: one contiguous piece, so no validation window overlaps training
+    const auto held_out = static_cast<int64_t>(static_cast<double>(train.size()) * o.valid_fraction);
+    if (held_out < 2 || static_cast<int64_t>(train.size()) - held_out < 2)
+      throw ValueError(cat(o.data, ": ", train.size(), " tokens are too few to hold out ", o.valid_fraction,
+                           " of them and train on the rest (each part needs at least 2 tokens); give more text or --valid"));
+    valid.assign(train.end() - held_out, train.end());
+    train.resize(train.size() - static_cast<size_t>(held_out));
+  } else {
+    valid = d.tokenizer->encode(read_text(o.valid, d.sources, "valid_fingerprint", "valid_pipe"));
+    if (valid.size() < 2) throw ValueError(cat(o.valid, ": ", valid.size(), " token; a validation text needs at least 2"));
+  }
+  const int64_t T = language_model_context(o);
+  d.valid = consecutive_windows(valid, T);
+  int64_t characters = 0;  // code points: the bytes that do not continue a UTF-8 sequence
+  for (char c : d.tokenizer->decode(valid)) characters += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  d.valid_characters_per_token = static_cast<double>(characters) / static_cast<double>(valid.size());
+  d.longest = T;
+  d.stream = std::make_unique<TrainingStream>(
+      RandomWindows(std::make_shared<const std::vector<int64_t>>(std::move(train)), T, o.seed ^ kWindowStream));
+  return d;
 }
 
 }  // namespace
@@ -60,7 +122,8 @@ TrainingStream::TrainingStream(std::vector<Example> examples, bool shuffle, uint
 }
 
 std::vector<Example> TrainingStream::next_batch(int64_t n) {
-  if (!fixed()) return task_->take(n);
+  if (windows_) return windows_->next_batch(n);
+  if (task_) return task_->take(n);
   if (cursor_ == size()) {
     ++epoch_;
     start_epoch();
@@ -71,12 +134,17 @@ std::vector<Example> TrainingStream::next_batch(int64_t n) {
 }
 
 json TrainingStream::state() const {
-  if (!fixed()) return {{"task", to_json(task_->state())}};
+  if (windows_) return {{"windows", to_json(windows_->state())}};
+  if (task_) return {{"task", to_json(task_->state())}};
   return {{"epoch", epoch_}, {"cursor", cursor_}, {"epoch_start_rng", to_json(epoch_start_)}};
 }
 
 void TrainingStream::set_state(const json& j) {
-  if (!fixed()) {
+  if (windows_) {
+    windows_->set_state(generator_state(j.at("windows")));
+    return;
+  }
+  if (task_) {
     task_->set_state(generator_state(j.at("task")));
     return;
   }
@@ -95,7 +163,8 @@ void TrainingStream::start_epoch() {
   cursor_ = 0;
 }
 
-TrainingData load_training_data(const TrainOptions& o, const Vocab* fixed_vocab) {
+TrainingData load_training_data(const TrainOptions& o, const Vocab* fixed_vocab, const Tokenizer* fixed_tokenizer) {
+  if (is_language_model(o)) return load_text_data(o, fixed_tokenizer);
   TrainingData d;
   if (o.data.empty()) {
     TaskStream probe(o.task, o.seed);

@@ -1,7 +1,8 @@
 #pragma once
 // Where a run's examples come from: the data files (or a task) read once into a vocabulary, the labels, a
 // validation set and the training stream, which hands out batches from a fresh task stream or a fixed set
-// visited in shuffled epochs, with the state that --resume needs to continue either one exactly.
+// visited in shuffled epochs, with the state that --resume needs to continue either one exactly. A language
+// model's text becomes a tokenizer, the windows of its validation text, and a stream of random windows.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -12,8 +13,10 @@
 
 #include "autograd/random.h"
 #include "train/data/tasks.h"
-#include "train/train_options.h"
+#include "train/data/token_windows.h"
+#include "train/data/tokenizer.h"
 #include "train/data/vocab.h"
+#include "train/train_options.h"
 
 namespace tapegrad {
 
@@ -21,14 +24,16 @@ namespace tapegrad {
 nlohmann::json to_json(const Generator::State& state);
 Generator::State generator_state(const nlohmann::json& json);
 
-/// The training examples, one batch at a time: a fresh task stream, or a fixed set visited in epochs
-/// (reshuffled at the start of each epoch unless --no-shuffle; the last batch of an epoch may be smaller).
+/// The training examples, one batch at a time: a fresh task stream, a language model's random windows, or a
+/// fixed set visited in epochs (reshuffled at the start of each epoch unless --no-shuffle; the last batch of
+/// an epoch may be smaller).
 class TrainingStream {
  public:
   TrainingStream(const TaskOptions& task, uint64_t seed) : task_(TaskStream(task, seed)) {}
+  explicit TrainingStream(RandomWindows windows) : windows_(std::move(windows)) {}
   TrainingStream(std::vector<Example> examples, bool shuffle, uint64_t seed);
 
-  bool fixed() const { return !task_.has_value(); }
+  bool fixed() const { return !task_.has_value() && !windows_.has_value(); }
   int64_t epoch() const { return epoch_; }
   int64_t size() const { return static_cast<int64_t>(examples_.size()); }
 
@@ -43,6 +48,7 @@ class TrainingStream {
   void start_epoch();
 
   std::optional<TaskStream> task_;
+  std::optional<RandomWindows> windows_;
   std::vector<Example> examples_;
   std::vector<int64_t> order_;
   bool shuffle_ = true;
@@ -53,8 +59,10 @@ class TrainingStream {
 
 /// A run's examples, each data file read exactly once (so that `--data <(command)` works).
 struct TrainingData {
-  Vocab vocab;
+  Vocab vocab;                      // a classifier's
   std::vector<std::string> labels;  // sorted; line k of labels.txt names class k
+  std::optional<Tokenizer> tokenizer;      // a language model's (vocab and labels are then empty)
+  double valid_characters_per_token = 1;   // a language model's validation text: for bits per character
   std::vector<Example> valid;
   std::unique_ptr<TrainingStream> stream;
   int64_t longest = 0;  // words in the longest training sequence the data or the task can produce
@@ -67,6 +75,12 @@ struct TrainingData {
 /// vocabulary is built from the training texts unless fixed_vocab is given (--init, resume). A data set
 /// that cannot make a classifier (no training examples left, one label, a validation label never seen
 /// in training, no validation examples) is a ValueError naming the file.
-TrainingData load_training_data(const TrainOptions& options, const Vocab* fixed_vocab);
+///   A language model (is_language_model) reads its text as hostile (check_corpus_text), tokenizes it with
+/// fixed_tokenizer or one learnt from the training text (options.tokenizer), and holds out the text's last
+/// valid_fraction of tokens unless options.valid is given (contiguous, so that no validation window overlaps
+/// a training one); the validation windows are consecutive_windows of the context length, the stream
+/// RandomWindows of it.
+TrainingData load_training_data(const TrainOptions& options, const Vocab* fixed_vocab,
+                                const Tokenizer* fixed_tokenizer = nullptr);
 
 }  // namespace tapegrad

@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kLinkedFiles[] = {"model.safetensors", "config.json",           "vocab.txt",
-                              "labels.txt",        "optimizer.safetensors", "trainer.json"};
+const char* kLinkedFiles[] = {"model.safetensors",     "config.json",  "vocab.txt",     "labels.txt",
+                              "optimizer.safetensors", "trainer.json", "tokenizer.json"};
 
 /// Points link at target by creating link.tmp and renaming it over link (atomic on POSIX). Whatever was
 /// at link -- an old link, a link planted to point elsewhere, a file -- is replaced, never followed; a
@@ -79,10 +79,41 @@ std::string first_non_finite(const nn::NamedTensors& tensors) {
   return {};
 }
 
+namespace {
+
+/// dir/model.safetensors, read (no more than the file holds) and checked before a model of `expected`
+/// parameters is built: a config.json that claims a huge model beside a small weights file must not
+/// allocate that model, and weights that are not finite are refused by tensor and element.
+SafetensorsFile read_checked_weights(const std::string& dir, int64_t expected) {
+  const std::string weights_path = dir + "/model.safetensors";
+  SafetensorsFile weights = load_safetensors(weights_path);
+  int64_t held = 0;
+  for (const auto& [name, t] : weights.tensors) held += t.numel();  // <= the file's bytes: no overflow
+  // Up to twice the file (plus 1M) is built so that load_state_dict can name what is missing; beyond
+  // that the sizes alone say the two files do not belong together.
+  if (expected > 2 * held + (int64_t{1} << 20))
+    throw IOError(cat(weights_path, ": holds ", held, " values, but ", dir, "/config.json describes a model of ", expected,
+                      " parameters"));
+  if (const std::string bad = first_non_finite(weights.tensors); !bad.empty())
+    throw IOError(cat(weights_path, ": tensor ", bad, " (the weights are not finite)"));
+  return weights;
+}
+
+/// The weights into model, every mismatch an IOError naming the file; the model left in eval mode.
+void load_checked_weights(nn::Module& model, const SafetensorsFile& weights, const std::string& dir) {
+  try {
+    model.load_state_dict(weights.tensors);
+  } catch (const Error& e) {
+    throw IOError(cat(dir, "/model.safetensors: ", e.what()));
+  }
+  model.eval();
+}
+
+}  // namespace
+
 LoadedModel load_model(const std::string& dir) {
   LoadedModel loaded;
-  const std::string config_path = dir + "/config.json";
-  loaded.options = read_model_config(config_path);
+  loaded.options = read_model_config(dir + "/config.json");
   loaded.vocab = Vocab::load(dir + "/vocab.txt");
   loaded.labels = read_labels(dir + "/labels.txt");
   if (loaded.vocab.size() != loaded.options.vocab_size)
@@ -91,28 +122,32 @@ LoadedModel load_model(const std::string& dir) {
   if (static_cast<int64_t>(loaded.labels.size()) != loaded.options.num_classes)
     throw IOError(cat(dir, "/labels.txt: ", loaded.labels.size(), " labels, but config.json says num_classes ",
                       loaded.options.num_classes));
-  // The weights are read (no more than the file holds) and checked before the model is built: a
-  // config.json that claims a huge model beside a small weights file must not allocate that model.
-  const std::string weights_path = dir + "/model.safetensors";
-  const SafetensorsFile weights = load_safetensors(weights_path);
-  const int64_t expected = nn::parameter_count(loaded.options);
-  int64_t held = 0;
-  for (const auto& [name, t] : weights.tensors) held += t.numel();  // <= the file's bytes: no overflow
-  // Up to twice the file (plus 1M) is built so that load_state_dict can name what is missing; beyond
-  // that the sizes alone say the two files do not belong together.
-  if (expected > 2 * held + (int64_t{1} << 20))
-    throw IOError(cat(weights_path, ": holds ", held, " values, but ", config_path, " describes a model of ", expected,
-                      " parameters"));
-  if (const std::string bad = first_non_finite(weights.tensors); !bad.empty())
-    throw IOError(cat(weights_path, ": tensor ", bad, " (the weights are not finite)"));
+  const SafetensorsFile weights = read_checked_weights(dir, nn::parameter_count(loaded.options));
   Generator unused(0);
   loaded.model = std::make_unique<nn::SequenceClassifier>(loaded.options, unused, std::make_shared<Generator>(0));
-  try {
-    loaded.model->load_state_dict(weights.tensors);
-  } catch (const Error& e) {
-    throw IOError(cat(weights_path, ": ", e.what()));
-  }
-  loaded.model->eval();
+  load_checked_weights(*loaded.model, weights, dir);
+  return loaded;
+}
+
+std::string checkpoint_kind(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  const nlohmann::json config = parse_json_strictly(read_whole_file(path, kJsonFileLimit), path, 2);
+  if (!config.is_object() || !config.contains("kind")) return kClassifierKind;
+  const nlohmann::json& kind = config.at("kind");
+  if (kind == kClassifierKind || kind == kLanguageModelKind) return kind.get<std::string>();
+  throw IOError(cat(path, ": 'kind' is ", kind.dump(), ", not \"", kClassifierKind, "\" or \"", kLanguageModelKind, "\""));
+}
+
+LoadedLanguageModel load_language_model(const std::string& dir) {
+  const nn::LanguageModelOptions options = read_language_model_config(dir + "/config.json");
+  LoadedLanguageModel loaded{options, Tokenizer::load(dir + "/tokenizer.json"), nullptr};
+  if (loaded.tokenizer.vocab_size() != options.vocab_size)
+    throw IOError(cat(dir, "/tokenizer.json: ", loaded.tokenizer.vocab_size(), " tokens, but config.json says vocab_size ",
+                      options.vocab_size));
+  const SafetensorsFile weights = read_checked_weights(dir, nn::parameter_count(options));
+  Generator unused(0);
+  loaded.model = std::make_unique<nn::LanguageModel>(options, unused, std::make_shared<Generator>(0));
+  load_checked_weights(*loaded.model, weights, dir);
   return loaded;
 }
 
@@ -135,10 +170,13 @@ void write_checkpoint_folder(const std::string& dir, const CheckpointContents& c
     save_safetensors(dir + "/model.safetensors", weights, {{"format", "pt"}});
   }
   write_file_atomic(dir + "/config.json", c.config.dump(2) + "\n");
-  c.vocab->save(dir + "/vocab.txt");
-  std::string labels;
-  for (const auto& label : *c.labels) labels += label + "\n";
-  write_file_atomic(dir + "/labels.txt", labels);
+  if (c.vocab) c.vocab->save(dir + "/vocab.txt");
+  if (c.labels) {
+    std::string labels;
+    for (const auto& label : *c.labels) labels += label + "\n";
+    write_file_atomic(dir + "/labels.txt", labels);
+  }
+  if (c.tokenizer) c.tokenizer->save(dir + "/tokenizer.json");
   if (c.optimizer) save_safetensors(dir + "/optimizer.safetensors", c.optimizer->state());
   if (!c.trainer_state.is_null()) write_file_atomic(dir + "/trainer.json", c.trainer_state.dump(2) + "\n");
   fsync_path(dir);

@@ -1,8 +1,10 @@
 #pragma once
 // Checkpoint directories. A checkpoint holds
 //   model.safetensors      float32 weights with PyTorch's state names and layouts
-//   config.json            everything needed to rebuild the model (nn::ClassifierOptions)
-//   vocab.txt, labels.txt  the tokenizer's vocabulary (line = id) and the class labels (line = class)
+//   config.json            everything needed to rebuild the model (nn::ClassifierOptions; a language model's
+//                          nn::LanguageModelOptions with "kind": "language_model")
+//   vocab.txt, labels.txt  a classifier's vocabulary (line = id) and class labels (line = class)
+//   tokenizer.json         a language model's tokenizer (train/data/tokenizer.h), in their place
 //   optimizer.safetensors  optimizer state, and trainer.json (step, schedule, every RNG state): for --resume
 //
 // A run directory keeps its checkpoints whole across kills: each one is written into a fresh folder
@@ -18,6 +20,8 @@
 #include "nn/classifier.h"
 #include "train/checkpoint/model_config.h"
 #include "optim/optimizer.h"
+#include "nn/language_model.h"
+#include "train/data/tokenizer.h"
 #include "train/data/vocab.h"
 
 namespace tapegrad {
@@ -36,6 +40,20 @@ struct LoadedModel {
 /// more than twice the size of the weights file is refused without building it.
 LoadedModel load_model(const std::string& dir);
 
+/// What `generate`, `eval` and --init need of a language model's checkpoint.
+struct LoadedLanguageModel {
+  nn::LanguageModelOptions options;
+  Tokenizer tokenizer;
+  std::unique_ptr<nn::LanguageModel> model;  // in eval mode
+};
+/// Loads config.json (kind language_model), tokenizer.json and model.safetensors from dir, with load_model's
+/// checks (the tokenizer's size against vocab_size); IOError naming the file otherwise.
+LoadedLanguageModel load_language_model(const std::string& dir);
+
+/// config.json's "kind" in dir: kClassifierKind (also when the key is absent: older checkpoints) or
+/// kLanguageModelKind; IOError naming the file when it cannot be read or names another kind.
+std::string checkpoint_kind(const std::string& dir);
+
 /// Reads optimizer.safetensors into optimizer (Optimizer::load_state: every missing, unexpected or wrongly
 /// shaped entry named at once); every error is an IOError naming the file.
 void load_optimizer_state(optim::Optimizer& optimizer, const std::string& path);
@@ -44,8 +62,9 @@ void load_optimizer_state(optim::Optimizer& optimizer, const std::string& path);
 struct CheckpointContents {
   const nn::Module* model = nullptr;  // its state_dict, float32 on disk
   nlohmann::json config;              // config.json: what rebuilds the model with the weights
-  const Vocab* vocab = nullptr;
+  const Vocab* vocab = nullptr;                      // a classifier's, with labels
   const std::vector<std::string>* labels = nullptr;
+  const Tokenizer* tokenizer = nullptr;              // a language model's
   const optim::Optimizer* optimizer = nullptr;  // optional
   nlohmann::json trainer_state;                 // optional (null: no trainer.json)
 };

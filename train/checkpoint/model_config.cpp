@@ -182,4 +182,8 @@ nn::ClassifierOptions read_model_config(const std::string& path) {
   return parse_model_config(read_whole_file(path, kJsonFileLimit), path);
 }
 
+nn::LanguageModelOptions read_language_model_config(const std::string& path) {
+  return language_model_options_from_json(parse_json_strictly(read_whole_file(path, kJsonFileLimit), path, 2), path);
+}
+
 }  // namespace tapegrad

@@ -45,6 +45,9 @@ nlohmann::json language_model_config_json(const nn::LanguageModelOptions& option
 nn::LanguageModelOptions language_model_options_from_json(const nlohmann::json& config, const std::string& file,
                                                           const std::string& prefix = "");
 
+/// Reads a language model's config.json (a regular file or a pipe, at most 16 MiB) and parses it.
+nn::LanguageModelOptions read_language_model_config(const std::string& path);
+
 /// config.json's "kind" of a classifier (the key is optional: files from before kinds hold classifiers).
 inline constexpr const char* kClassifierKind = "classifier";
 /// config.json's "kind" of a language model (language_model_config_json).

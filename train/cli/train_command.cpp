@@ -11,6 +11,7 @@
 #include "train/cli/number_flags.h"
 #include "train/cli/train_flags.h"
 #include "train/io/interrupt.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/model_config.h"
 #include "train/trainer.h"
 
@@ -45,7 +46,10 @@ void refuse_momentum(const std::vector<TrainFlag>& table, const TrainFlags& f, c
 /// checkpoint's model with them is validated by flag name ("--moe-aux-weight applies to --ffn moe only, and
 /// the --init checkpoint runs/a has --ffn dense").
 void check_init_settings(const CLI::App& cmd, const TrainFlags& f) {
-  nn::ClassifierOptions model = read_model_config(f.options.init + "/config.json");
+  const std::string config = f.options.init + "/config.json";
+  nn::ClassifierOptions model = checkpoint_kind(f.options.init) == kLanguageModelKind
+                                    ? nn::body_options(read_language_model_config(config))
+                                    : read_model_config(config);
   for (const nn::DeclaredSetting& d : nn::declared_settings()) {
     if (d.spec.changes_model || cmd.get_option(d.spec.flag)->count() == 0) continue;
     const std::string chosen = nn::chosen_variant(model, d.kind);
@@ -92,9 +96,17 @@ void refuse_flags_without_effect(const CLI::App& cmd, const std::vector<TrainFla
                              " with its saved settings (start a new run with --init ", f.resume, " to change them)"));
     return;
   }
-  if (given("--data"))
-    refuse(with(kTaskOnly), "configures a built-in task, which --data replaces");
+  const bool language_model = f.task == kLanguageModelTask;
+  if (language_model)
+    refuse(with(kClassifierOnly), cat("does not apply to --task ", kLanguageModelTask, " (a classifier's)"));
   else
+    refuse(with(kLanguageModelOnly), cat("applies to --task ", kLanguageModelTask, " only"));
+  if (language_model && given("--tokenizer-model")) refuse({"--vocab-size"}, "is the --tokenizer-model's own");
+  if (given("--data")) {
+    std::vector<std::string> task_only = with(kTaskOnly);
+    if (language_model) std::erase(task_only, std::string("--task"));  // lm is --data's text
+    refuse(task_only, "configures a built-in task, which --data replaces");
+  } else
     refuse(with(kDataOnly), "needs --data (a built-in task has its own validation set)");
   if (given("--valid")) refuse({"--valid-fraction"}, "splits --data, but --valid gives the validation set");
   // --init takes the model from the checkpoint: what the weights' shapes are and what they compute. Flags that
@@ -179,13 +191,17 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
                    "ranks and %.3f ms for the gradient sums\n",
                    summary.ranks, static_cast<long long>(summary.global_batch), 1e3 * summary.rank_wait_seconds_per_step,
                    1e3 * summary.allreduce_seconds_per_step);
-    std::fprintf(stderr,
-                 "%s after %lld steps in %.1f s (training %.1f s at %.1f steps/s, validation %.1f s, checkpoints %.1f s): "
-                 "validation accuracy %.2f%% (best %.2f%% at step %lld)\n",
+    std::fprintf(stderr, "%s after %lld steps in %.1f s (training %.1f s at %.1f steps/s, validation %.1f s, checkpoints %.1f s): ",
                  summary.reached_target ? "reached the target" : "finished", static_cast<long long>(summary.steps),
                  summary.seconds, summary.train_seconds, summary.train_steps_per_second, summary.validation_seconds,
-                 summary.checkpoint_seconds, 100 * summary.final_accuracy, 100 * summary.best_accuracy,
-                 static_cast<long long>(summary.best_step));
+                 summary.checkpoint_seconds);
+    if (summary.language_model)
+      std::fprintf(stderr, "validation loss %.4f, perplexity %.3f, %.4f bits per character (best loss %.4f at step %lld)\n",
+                   summary.final_loss, std::exp(summary.final_loss), summary.final_bits_per_character, summary.best_loss,
+                   static_cast<long long>(summary.best_step));
+    else
+      std::fprintf(stderr, "validation accuracy %.2f%% (best %.2f%% at step %lld)\n", 100 * summary.final_accuracy,
+                   100 * summary.best_accuracy, static_cast<long long>(summary.best_step));
     if (summary.truncated > 0)
       std::fprintf(stderr, "%lld training sequences were cut to the context length\n", static_cast<long long>(summary.truncated));
     std::fprintf(stderr, "checkpoint: %s (best: %s/best)  metrics: %s/metrics.csv  curves: %s/curves.svg\n",
@@ -193,8 +209,9 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
     if (f.json) {
       std::cout << to_json(summary).dump() << std::endl;
     } else if (f.resume.empty()) {
-      std::fprintf(stderr, "try: %s predict --checkpoint %s --text %s\n", program.c_str(), shell_quoted(summary.out).c_str(),
-                   shell_quoted(summary.sample_text).c_str());
+      std::fprintf(stderr, "try: %s %s --checkpoint %s %s %s\n", program.c_str(),
+                   summary.language_model ? "generate" : "predict", shell_quoted(summary.out).c_str(),
+                   summary.language_model ? "--prompt" : "--text", shell_quoted(summary.sample_text).c_str());
     }
   });
 }

@@ -64,6 +64,15 @@ TrainFlag choice(std::string name, std::string& field, const std::string& what, 
           [&field, name, help](CLI::App* cmd) { return cmd->add_option(name, field, help)->capture_default_str(); }};
 }
 
+/// --task: a registered task, or lm (a language model of --data's text); validate() checks the name.
+TrainFlag task_choice(std::string& field) {
+  std::string help = "Task generated on the fly, or lm:";
+  for (const TaskEntry& e : task_registry().entries()) help += cat("\n  ", e.name, ": ", e.help);
+  help += cat("\n  ", kLanguageModelTask, ": a causal language model of --data's text (next-token prediction)");
+  return {"--task", help, kTaskOnly, "order",
+          [&field, help](CLI::App* cmd) { return cmd->add_option("--task", field, help)->capture_default_str(); }};
+}
+
 /// One of a fixed list of words.
 TrainFlag one_of(std::string name, std::string& field, std::string help, std::vector<std::string> words,
                  unsigned properties, std::string example) {
@@ -136,10 +145,14 @@ std::vector<TrainFlag> own_rows(TrainFlags& f) {
   TrainOptions& o = f.options;
   nn::ClassifierOptions& m = o.model;
   return {
-      setting("task.name", choice("--task", f.task, "Task generated on the fly", task_registry(), kTaskOnly, "order")),
-      path("--data", o.data, "Training data: a TSV file of label<TAB>text lines", kResumable, "train.tsv"),
-      path("--valid", o.valid, "Validation TSV (default: a seeded split of --data)", kResumable | kDataOnly, "valid.tsv"),
+      setting("task.name", task_choice(f.task)),
+      path("--data", o.data, "Training data: a TSV file of label<TAB>text lines (--task lm: a text file)", kResumable, "train.tsv"),
+      path("--valid", o.valid, "Validation TSV or (--task lm) text (default: a seeded split of --data; --task lm: its last --valid-fraction)", kResumable | kDataOnly, "valid.tsv"),
       real("--valid-fraction", o.valid_fraction, "Share of --data held out when --valid is not given", kDataOnly, "0.2"),
+      one_of("--tokenizer", o.tokenizer, "--task lm: how the text becomes tokens: characters (every UTF-8 code point), words (runs of non-whitespace), bpe (SentencePiece subwords learnt from the training text)", {"characters", "words", "bpe"}, kShape | kLanguageModelOnly, "words"),
+      integer("--vocab-size", o.vocab_size, "--tokenizer bpe: the subwords SentencePiece learns from the training text", kShape | kLanguageModelOnly, "300"),
+      path("--tokenizer-model", o.tokenizer_model, "--tokenizer bpe: an existing SentencePiece model, instead of learning one", kShape | kLanguageModelOnly, "m.model"),
+      on_off("--tie-embeddings", o.tie_embeddings, "--task lm: the output head's weight is the token embedding's (GPT-2's weight tying)", kShape | kLanguageModelOnly),
       integer("--train-size", o.train_size, "Task only: a fixed training set of this many examples (0: fresh ones every batch)", kTaskOnly, "100"),
       integer("--valid-size", o.valid_size, "Task only: examples in the validation set (fewer for long sequences)", kTaskOnly, "100"),
       integer("--symbols", o.task.symbols, "Task vocabulary size V (words t0..t{V-1})", kTaskOnly, "6"),
@@ -155,9 +168,9 @@ std::vector<TrainFlag> own_rows(TrainFlags& f) {
       component<nn::NormKind>("--norm", m.norm, "Normalisation of each layer (and the final one)", kShape, "layernorm"),
       component<nn::FeedForwardKind>("--ffn", m.ffn, "Position-wise block of each layer", kLayer, "moe"),
       component<nn::ActivationKind>("--activation", m.activation, "Activation of the feed-forward block", kLayer, "gelu"),
-      component<nn::PoolKind>("--pool", m.pool, "How a sequence becomes one vector", kShape, "cls"),
+      component<nn::PoolKind>("--pool", m.pool, "How a sequence becomes one vector", kShape | kClassifierOnly, "cls"),
       on_off("--norm-first", m.norm_first, "Pre-LN layers (the norm before attention and feed-forward)", kLayer),
-      on_off("--final-norm", m.final_norm, "A norm after the last encoder layer", kShape),
+      on_off("--final-norm", m.final_norm, "A norm after the last encoder layer (a language model always has one)", kShape | kClassifierOnly),
       real("--dropout", m.dropout, "Dropout probability", 0, "0.1"),
       choice("--optimizer", o.optimizer, "Optimizer", optim::optimizers(), 0, "sgd"),
       real("--lr", o.lr, "Learning rate", 0, "0.01"),
@@ -168,7 +181,7 @@ std::vector<TrainFlag> own_rows(TrainFlags& f) {
       real("--clip-grad", o.clip_grad, "Clip the global gradient norm to this (0: off)", 0, "1"),
       integer("--batch-size", o.batch_size, "Examples per step", 0, "8"),
       integer("--steps", o.steps, "Total optimizer steps (default 2000, or from --epochs)", kResumable, "5", false),
-      integer("--epochs", o.epochs, "Passes over a fixed training set (--data or --train-size)", kFixedSet, "1", false),
+      integer("--epochs", o.epochs, "Passes over a fixed training set (--data or --train-size)", kFixedSet | kClassifierOnly, "1", false),
       integer("--seed", o.seed, "Seed of every random stream", 0, "3"),
       integer("--threads", o.threads, "Threads for everything, BLAS included (0: every core)", kResumable, "1"),
       integer("--eval-every", o.eval_every, "Validate (and checkpoint) every this many steps", 0, "5"),
@@ -177,7 +190,7 @@ std::vector<TrainFlag> own_rows(TrainFlags& f) {
       path("--out", o.out, "Run directory: checkpoint, best/, metrics.csv, curves.svg", 0, "elsewhere", true),
       path("--init", o.init, "Start from this checkpoint's weights and vocabulary, with a fresh optimizer", 0, "checkpoint"),
       path("--resume", f.resume, "Continue this run directory exactly where it stopped (--steps sets a new total)", kResumable, "run"),
-      on_off("--no-shuffle", f.no_shuffle, "Visit a fixed training set in file order", kFixedSet),
+      on_off("--no-shuffle", f.no_shuffle, "Visit a fixed training set in file order", kFixedSet | kClassifierOnly),
       on_off("--overwrite", o.overwrite, "Replace a training run already in --out (refused otherwise)", 0),
       on_off("--json", f.json, "Print one JSON line with the results on stdout at the end", kResumable),
       on_off("--verbose", o.verbose, "Also print the threads and the BLAS kernels in use", kResumable),

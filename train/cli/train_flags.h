@@ -49,6 +49,8 @@ enum FlagProperty : unsigned {
   kRanksOnly = 1u << 5,      // data-parallel training only: refused unless mpirun started N > 1 ranks
   kFixedSet = 1u << 6,       // needs a fixed training set (--data or --train-size)
   kMomentum = 1u << 7,       // the momentum: refused with an optimizer whose registration does not read it
+  kLanguageModelOnly = 1u << 8,  // configures a language model (--task lm): refused otherwise
+  kClassifierOnly = 1u << 9,     // configures a classifier or its data: refused with --task lm
 };
 
 struct TrainFlag {

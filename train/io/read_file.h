@@ -26,6 +26,9 @@ inline constexpr FileLimit kTokenListLimit{"a vocabulary or label list", uint64_
 /// TSV data: tapegrad holds a data set in memory (the text, then every example's strings and ids, about
 /// three times the file), and trains on a CPU, where 1 GiB of text is already days of epochs.
 inline constexpr FileLimit kTsvLimit{"a TSV data file", uint64_t{1} << 30};
+/// A language model's text: its tokens are held as 8-byte ids beside it (up to 9 times the file in memory),
+/// and 256 MiB of text is weeks of training on a CPU.
+inline constexpr FileLimit kTextLimit{"a text file", uint64_t{256} << 20};
 /// safetensors: read whole, then copied into tensors (twice the file at the peak); 4 GiB is a billion
 /// float32 weights, beyond any model tapegrad trains on a CPU.
 inline constexpr FileLimit kSafetensorsLimit{"a safetensors file", uint64_t{4} << 30};

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <ostream>
 #include <string>
@@ -46,6 +47,15 @@ void Progress::validating(int64_t step, int64_t total_steps, int64_t examples, d
 void Progress::validation(const MetricsRow& row, int64_t total_steps) {
   if (live_) log_ << "\r\033[K";
   char line[256];
+  if (characters_per_token_ > 0) {
+    std::snprintf(line, sizeof line,
+                  "step %lld/%lld  lr %.2e  loss %.4f  val loss %.4f  ppl %.3f  bpc %.4f  acc %.2f%%  %.1f steps/s  %s\n",
+                  static_cast<long long>(row.step), static_cast<long long>(total_steps), row.lr, row.train_loss,
+                  row.valid_loss, std::exp(row.valid_loss), row.valid_loss / std::log(2.0) / characters_per_token_,
+                  100 * row.valid_accuracy, row.steps_per_second, format_duration(row.elapsed_seconds).c_str());
+    log_ << line << std::flush;
+    return;
+  }
   std::snprintf(line, sizeof line,
                 "step %lld/%lld  epoch %lld  lr %.2e  loss %.4f  val loss %.4f  val acc %.2f%%  %.1f steps/s  %s\n",
                 static_cast<long long>(row.step), static_cast<long long>(total_steps), static_cast<long long>(row.epoch),

@@ -31,6 +31,10 @@ class Progress {
   /// "step 100/500  epoch 0  lr 5.00e-03  loss 0.5210  val loss 0.4811  val acc 91.80%  790.3 steps/s  0:01".
   void validation(const MetricsRow& row, int64_t total_steps);
 
+  /// A language model's run: validation lines give the loss as perplexity, exp(loss), and as bits per character,
+  /// loss / ln 2 / characters_per_token (the validation text's characters per token), instead of the epoch.
+  void show_language_model(double characters_per_token) { characters_per_token_ = characters_per_token; }
+
   /// With --verbose: the threads and the BLAS kernels in use; `threads_option` is TrainOptions::threads
   /// (0 says "every core").
   void compute(int threads_option);
@@ -40,6 +44,7 @@ class Progress {
   bool live_;
   double last_draw_ = 0;
   bool said_long_validation_ = false;
+  double characters_per_token_ = 0;  // > 0: a language model's run
 };
 
 }  // namespace tapegrad
