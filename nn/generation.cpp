@@ -10,12 +10,16 @@
 
 namespace tapegrad::nn {
 
-void validate(const SamplingOptions& o) {
+void validate(const SamplingOptions& o, const FieldNames& names) {
   if (!(std::isfinite(o.temperature) && o.temperature >= 0))
-    throw ValueError(cat("temperature = ", o.temperature, " must be a finite number >= 0 (0: greedy)"));
-  if (o.top_k < 0) throw ValueError(cat("top_k = ", o.top_k, " must be >= 0 (0: every token)"));
+    throw ValueError(cat(names("temperature"), " = ", o.temperature, " must be a finite number >= 0 (0: greedy)"));
+  if (o.top_k < 0) throw ValueError(cat(names("top_k"), " = ", o.top_k, " must be >= 0 (0: every token)"));
   if (!(o.top_p > 0 && o.top_p <= 1))
-    throw ValueError(cat("top_p = ", o.top_p, " must be in (0, 1]", o.top_p == 0 ? ": 0 keeps no token" : ""));
+    throw ValueError(cat(names("top_p"), " = ", o.top_p, " must be in (0, 1]", o.top_p == 0 ? ": 0 keeps no token" : ""));
+}
+
+void validate(const SamplingOptions& o) {
+  validate(o, [](std::string_view field) { return std::string(field); });
 }
 
 int64_t sample_token(std::span<const double> logits, const SamplingOptions& options, Generator& rng) {

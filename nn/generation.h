@@ -17,6 +17,7 @@
 
 #include "autograd/random.h"
 #include "nn/language_model.h"
+#include "nn/settings.h"
 
 namespace tapegrad::nn {
 
@@ -29,6 +30,8 @@ struct SamplingOptions {
 /// A ValueError naming the option for a negative or non-finite temperature, a negative top_k, or a top_p
 /// outside (0, 1] ("top_p = 0 keeps no token").
 void validate(const SamplingOptions& options);
+/// The same, naming each field as names does (a command line's flags: "--top-p = 0 must be ...").
+void validate(const SamplingOptions& options, const FieldNames& names);
 
 /// One token drawn from logits (V values) under options, with one uniform draw from rng (none when greedy):
 /// the logits divided by the temperature, the top_k largest kept, then the fewest whose softmax reaches

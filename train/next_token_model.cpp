@@ -1,5 +1,7 @@
 #include "train/next_token_model.h"
 
+#include "train/data/token_windows.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -100,6 +102,31 @@ Evaluation NextTokenModel::evaluate(const std::vector<Example>& windows, int64_t
     result.loss = loss_sum / static_cast<double>(result.count);
     result.accuracy = static_cast<double>(correct) / static_cast<double>(result.count);
   }
+  return result;
+}
+
+int64_t count_characters(std::string_view text) {
+  int64_t characters = 0;
+  for (char c : text) characters += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return characters;
+}
+
+double bits_per_character(double loss, int64_t tokens, int64_t characters) {
+  return loss * static_cast<double>(tokens) / static_cast<double>(std::max<int64_t>(characters, 1)) / std::log(2.0);
+}
+
+TextEvaluation evaluate_text(NextTokenModel& model, const Tokenizer& tokenizer, std::string_view text,
+                             int64_t max_tokens, const std::string& what) {
+  TextEvaluation result;
+  const std::vector<int64_t> ids = tokenizer.encode(text);
+  result.tokens = static_cast<int64_t>(ids.size());
+  if (result.tokens < 2)
+    throw ValueError(cat(what, ": ", result.tokens, " token; scoring a text needs at least 2 (the first is not predicted)"));
+  result.characters = count_characters(text);
+  result.unknown = std::count(ids.begin(), ids.end(), Tokenizer::kUnk);
+  result.evaluation = model.evaluate(consecutive_windows(ids, model.model().options().context_length), max_tokens);
+  result.perplexity = std::exp(result.evaluation.loss);
+  result.bits_per_character = bits_per_character(result.evaluation.loss, result.tokens, result.characters);
   return result;
 }
 

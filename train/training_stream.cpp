@@ -7,6 +7,7 @@
 
 #include "train/data/tsv.h"
 #include "train/io/read_file.h"
+#include "train/next_token_model.h"
 
 namespace tapegrad {
 
@@ -96,9 +97,8 @@ TrainingData load_text_data(const TrainOptions& o, const Tokenizer* fixed_tokeni
   }
   const int64_t T = language_model_context(o);
   d.valid = consecutive_windows(valid, T);
-  int64_t characters = 0;  // code points: the bytes that do not continue a UTF-8 sequence
-  for (char c : d.tokenizer->decode(valid)) characters += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  d.valid_characters_per_token = static_cast<double>(characters) / static_cast<double>(valid.size());
+  d.valid_characters_per_token =
+      static_cast<double>(count_characters(d.tokenizer->decode(valid))) / static_cast<double>(valid.size());
   d.longest = T;
   d.stream = std::make_unique<TrainingStream>(
       RandomWindows(std::make_shared<const std::vector<int64_t>>(std::move(train)), T, o.seed ^ kWindowStream));

@@ -1,4 +1,4 @@
-// tapegrad: the command line. train, eval, predict, gradcheck, bench (each in its own file); each has --help.
+// tapegrad: the command line. train, eval, predict, generate, gradcheck, bench (each in its own file); each has --help.
 // A bad flag, value or file gets one line on stderr and a non-zero exit, never a stack trace.
 #include "train/cli/cli.h"
 
@@ -13,6 +13,7 @@
 
 #include "train/cli/bench_command.h"
 #include "train/cli/eval_command.h"
+#include "train/cli/generate_command.h"
 #include "train/cli/gradcheck_command.h"
 #include "train/cli/predict_command.h"
 #include "train/cli/train_command.h"
@@ -34,6 +35,8 @@ int tapegrad::cli::main(int argc, char** argv) {
   add_train(app, train_flags, argv[0]);
   add_eval(app, eval_flags);
   add_predict(app, predict_flags);
+  GenerateFlags generate_flags;
+  add_generate(app, generate_flags);
   add_gradcheck(app, gradcheck_flags);
   BenchFlags bench_flags;
   add_bench(app, bench_flags);

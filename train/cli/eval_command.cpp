@@ -11,18 +11,63 @@
 #include "train/cli/train_command.h"
 #include "train/report/confusion.h"
 #include "train/data/tsv.h"
+#include "train/io/read_file.h"
+#include "train/next_token_model.h"
 
 namespace tapegrad::cli {
 
 using nlohmann::json;
 
+namespace {
+
+/// eval of a language model's checkpoint: the loss of every token of --data's text (evaluate_text).
+void evaluate_language_model(const EvalFlags& f) {
+  if (f.data.empty())
+    throw ValueError(cat("eval: ", f.checkpoint, " holds a language model: give --data, a text file to score"));
+  LoadedLanguageModel loaded = load_language_model_for_outputs(f.checkpoint);
+  const int64_t context = loaded.options.context_length;
+  const std::string text = read_whole_file(f.data, kTextLimit);
+  check_corpus_text(text, f.data);
+  NextTokenModel model(std::move(loaded.model));
+  TextEvaluation result;
+  try {
+    result = evaluate_text(model, loaded.tokenizer, text, evaluation_tokens_for(f.checkpoint, context), f.data);
+  } catch (const NonFiniteOutput& e) {
+    std::string what = e.what();
+    if (what.starts_with("evaluate: ")) what.erase(0, 10);
+    throw ValueError(cat(f.checkpoint, ": ", what));
+  }
+  const Evaluation& e = result.evaluation;
+  if (f.json) {
+    std::cout << json{{"tokens", result.tokens},          {"predicted", e.count},
+                      {"characters", result.characters},  {"unknown_tokens", result.unknown},
+                      {"loss", e.loss},                   {"perplexity", result.perplexity},
+                      {"bits_per_character", result.bits_per_character}, {"accuracy", e.accuracy},
+                      {"context_length", context}}
+                     .dump()
+              << std::endl;
+    return;
+  }
+  std::printf("tokens %lld  loss %.4f  perplexity %.3f  bits per character %.4f  next-token accuracy %.2f%%\n",
+              static_cast<long long>(result.tokens), e.loss, result.perplexity, result.bits_per_character,
+              100 * e.accuracy);
+  std::printf("(%lld tokens predicted in windows of %lld: each from the tokens before it in its window, 0 to %lld)\n",
+              static_cast<long long>(e.count), static_cast<long long>(context), static_cast<long long>(context - 1));
+  if (result.unknown > 0)
+    std::fprintf(stderr, "note: %lld tokens of %s are not in the checkpoint's tokenizer (<unk>)\n",
+                 static_cast<long long>(result.unknown), f.data.c_str());
+}
+
+}  // namespace
+
 void add_eval(CLI::App& app, EvalFlags& f) {
-  auto* cmd = app.add_subcommand("eval", "Loss, accuracy and confusion matrix of a checkpoint on a task or a TSV file");
+  auto* cmd = app.add_subcommand("eval", "Loss, accuracy and confusion matrix of a checkpoint on a task or a TSV file; "
+                                          "a language model's loss, perplexity and bits per character on a text file");
   add_path_option(cmd, "--checkpoint", f.checkpoint, "Checkpoint directory (a run directory or its best/)")->required();
   std::string task_help = "Task whose validation set to score (a registered one):";
   for (const TaskEntry& entry : task_registry().entries()) task_help += cat("\n  ", entry.name, ": ", entry.help);
   auto* task = cmd->add_option("--task", f.task, task_help);
-  auto* data = add_path_option(cmd, "--data", f.data, "A TSV file of label<TAB>text lines");
+  auto* data = add_path_option(cmd, "--data", f.data, "A TSV file of label<TAB>text lines (a language model: a text file)");
   task->excludes(data);
   auto* symbols = add_integer_option(cmd, "--symbols", f.task_options.symbols, "Task vocabulary size (default: as trained)");
   auto* min_len = add_integer_option(cmd, "--min-len", f.task_options.min_len, "Shortest generated sequence (default: as trained)");
@@ -32,6 +77,12 @@ void add_eval(CLI::App& app, EvalFlags& f) {
       add_integer_option(cmd, "--valid-size", f.valid_size, "Examples of the task's validation set (default: as trained)");
   cmd->add_flag("--json", f.json, "Print the results as one JSON object");
   cmd->callback([&f, symbols, min_len, max_len, seed, valid_size] {
+    if (checkpoint_kind(f.checkpoint) == kLanguageModelKind) {
+      for (const CLI::Option* option : {symbols, min_len, max_len, seed, valid_size})
+        if (option->count() > 0) throw ValueError(cat(option->get_name(), " configures a built-in task, not a language model's text"));
+      if (!f.task.empty()) throw ValueError(cat("--task: ", f.checkpoint, " holds a language model: give --data, a text file"));
+      return evaluate_language_model(f);
+    }
     if (f.task.empty() && f.data.empty()) throw ValueError("eval: give --task or --data");
     if (!f.data.empty())
       for (const CLI::Option* option : {symbols, min_len, max_len, seed, valid_size})
@@ -66,7 +117,7 @@ void add_eval(CLI::App& app, EvalFlags& f) {
         throw ValueError(cat("eval: label '", e.label, "' is not one of the checkpoint's ", loaded.labels.size(), " labels"));
     Evaluation result;
     try {
-      result = evaluate(*loaded.model, examples, loaded.vocab, loaded.labels, evaluation_tokens_for(f.checkpoint, loaded));
+      result = evaluate(*loaded.model, examples, loaded.vocab, loaded.labels, evaluation_tokens_for(f.checkpoint, loaded.options.context_length));
     } catch (const NonFiniteOutput& e) {
       refuse_non_finite(e, f.checkpoint, loaded, "example");
     }

@@ -80,7 +80,7 @@ void add_predict(CLI::App& app, PredictFlags& f) {
     }
     Tensor logits;  // (N, K)
     try {
-      logits = classify(*loaded.model, sequences, evaluation_tokens_for(f.checkpoint, loaded));
+      logits = classify(*loaded.model, sequences, evaluation_tokens_for(f.checkpoint, loaded.options.context_length));
     } catch (const NonFiniteOutput& e) {
       refuse_non_finite(e, f.checkpoint, loaded, "text");
     }

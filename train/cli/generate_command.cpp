@@ -1,0 +1,122 @@
+#include "train/cli/generate_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "autograd/error.h"
+#include "train/cli/checkpoint_outputs.h"
+#include "train/cli/number_flags.h"
+#include "train/io/text_lines.h"
+
+namespace tapegrad::cli {
+
+using nlohmann::json;
+
+namespace {
+
+/// The longest run of new tokens a command asks for: far past any context, short of a typo.
+constexpr int64_t kMaxNewTokens = 1'000'000;
+
+/// The prompt's token ids, refused when generation could not start from them: invalid UTF-8, no token, or
+/// more tokens than the model's context (the model has never seen a position past it).
+std::vector<int64_t> prompt_ids(const std::string& prompt, const LoadedLanguageModel& loaded) {
+  if (const size_t bad = find_invalid_utf8(prompt); bad != prompt.size())
+    throw ValueError(cat("--prompt: invalid UTF-8 at byte ", bad + 1));
+  const std::vector<int64_t> ids = loaded.tokenizer.encode(prompt);
+  if (ids.empty())
+    throw ValueError(cat("--prompt: no token in '", prompt, "' (", tokenizer_kind_name(loaded.tokenizer.kind()),
+                         " tokenizer): generation continues a prompt of at least one token"));
+  const int64_t context = loaded.options.context_length;
+  if (static_cast<int64_t>(ids.size()) > context)
+    throw ValueError(cat("--prompt: ", ids.size(), " tokens, more than the model's context length ", context,
+                         ": shorten it to its last ", context, " tokens or fewer"));
+  return ids;
+}
+
+/// Prints what the text gained since the last call: decoding the whole sequence each time keeps whatever the
+/// tokenizer puts between tokens (a word's space, a subword's joined pieces) exactly as decode() would.
+class TextStream {
+ public:
+  TextStream(const Tokenizer& tokenizer, std::vector<int64_t> ids) : tokenizer_(tokenizer), ids_(std::move(ids)) {
+    shown_ = tokenizer_.decode(ids_);
+  }
+  const std::string& text() const { return shown_; }
+  void add(int64_t id, bool print) {
+    ids_.push_back(id);
+    std::string now = tokenizer_.decode(ids_);
+    if (print) {
+      const size_t common = now.compare(0, shown_.size(), shown_) == 0 ? shown_.size() : 0;
+      std::fwrite(now.data() + common, 1, now.size() - common, stdout);
+      std::fflush(stdout);
+    }
+    shown_ = std::move(now);
+  }
+
+ private:
+  const Tokenizer& tokenizer_;
+  std::vector<int64_t> ids_;
+  std::string shown_;
+};
+
+}  // namespace
+
+void add_generate(CLI::App& app, GenerateFlags& f) {
+  auto* cmd = app.add_subcommand("generate", "Text from a language model's checkpoint, continuing --prompt");
+  add_path_option(cmd, "--checkpoint", f.checkpoint, "Checkpoint directory of `train --task lm` (a run directory or its best/)")
+      ->required();
+  cmd->add_option("--prompt", f.prompt, "The text to continue (at least one token, at most the context length)")->required();
+  add_integer_option(cmd, "--max-new-tokens", f.max_new_tokens, "Tokens to generate after the prompt")->capture_default_str();
+  add_real_option(cmd, "--temperature", f.sampling.temperature, "Divides the logits before sampling; 0: always the most likely token")
+      ->capture_default_str();
+  add_integer_option(cmd, "--top-k", f.sampling.top_k, "Sample among the k most likely tokens only (0: all)")->capture_default_str();
+  add_real_option(cmd, "--top-p", f.sampling.top_p, "Sample among the fewest most likely tokens whose probabilities reach p, in (0, 1]")
+      ->capture_default_str();
+  add_integer_option(cmd, "--seed", f.seed, "Seed of the sampling: the same seed gives the same text")->capture_default_str();
+  cmd->add_flag("--no-cache", f.no_cache, "Recompute the whole window at every token instead of keeping each layer's keys and values (slower; the same text)");
+  cmd->add_flag("--json", f.json, "Print one JSON object at the end: the prompt, each new token with its id and log-probability, the text");
+  cmd->callback([&f] {
+    // Before the checkpoint is read: a flag's mistake is named first, by the flag.
+    nn::validate(f.sampling, [](std::string_view field) {
+      std::string flag = cat("--", field);
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      return flag;
+    });
+    if (f.max_new_tokens < 1 || f.max_new_tokens > kMaxNewTokens)
+      throw ValueError(cat("--max-new-tokens must be in [1, ", kMaxNewTokens, "], got ", f.max_new_tokens));
+    LoadedLanguageModel loaded = load_language_model_for_outputs(f.checkpoint);
+    const std::vector<int64_t> prompt = prompt_ids(f.prompt, loaded);
+    TextStream text(loaded.tokenizer, prompt);
+    if (!f.json) {
+      std::fputs(text.text().c_str(), stdout);
+      std::fflush(stdout);
+    }
+    Generator rng(f.seed);
+    const bool cached = !f.no_cache && loaded.model->supports_kv_cache();
+    const auto start = std::chrono::steady_clock::now();
+    const std::vector<nn::GeneratedToken> tokens =
+        nn::generate(*loaded.model, prompt, f.max_new_tokens, f.sampling, rng, cached,
+                     [&](const nn::GeneratedToken& token) { text.add(token.id, !f.json); });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (f.json) {
+      json generated = json::array();
+      for (const nn::GeneratedToken& t : tokens)
+        generated.push_back({{"id", t.id}, {"text", loaded.tokenizer.token(t.id)}, {"log_prob", t.log_prob}});
+      std::cout << json{{"prompt", f.prompt},          {"prompt_tokens", prompt},
+                        {"tokens", generated},         {"text", text.text()},
+                        {"kv_cache", cached},          {"seconds", seconds}}
+                       .dump()
+                << std::endl;
+      return;
+    }
+    std::fputs("\n", stdout);
+    std::fprintf(stderr, "%zu tokens in %.2f s (%.1f tokens/s, %s)\n", tokens.size(), seconds,
+                 static_cast<double>(tokens.size()) / std::max(seconds, 1e-9),
+                 cached ? "KV cache" : f.no_cache ? "no cache: --no-cache" : "no cache: the model's attention keeps none");
+  });
+}
+
+}  // namespace tapegrad::cli
