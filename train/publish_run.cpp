@@ -36,9 +36,9 @@ void publish_step(Run& run, bool is_best, double elapsed) {
                                 run.model->config(),
                                 language_model ? nullptr : &run.data.vocab,
                                 language_model ? nullptr : &run.data.labels,
-                                language_model ? &*run.data.tokenizer : nullptr,
                                 run.optimizer.get(),
-                                run.trainer_state(elapsed)};
+                                run.trainer_state(elapsed),
+                                language_model ? &*run.data.tokenizer : nullptr};
     publish_checkpoint(o.out, run.progress.step, contents, is_best);
   } catch (const IOError& e) {
     throw IOError(cat(e.what(), "; ", kept_checkpoint(run)));

@@ -87,7 +87,8 @@ TrainingData load_text_data(const TrainOptions& o, const Tokenizer* fixed_tokeni
   if (o.valid.empty()) {  // the end of the text: one contiguous piece, so no validation window overlaps training
     const auto held_out = static_cast<int64_t>(static_cast<double>(train.size()) * o.valid_fraction);
     if (held_out < 2 || static_cast<int64_t>(train.size()) - held_out < 2)
-      throw ValueError(cat(o.data, ": ", train.size(), " tokens are too few to hold out ", o.valid_fraction,
+      throw ValueError(cat(o.data, ": ", train.size(), train.size() == 1 ? " token is" : " tokens are",
+                           " too few to hold out ", o.valid_fraction,
                            " of them and train on the rest (each part needs at least 2 tokens); give more text or --valid"));
     valid.assign(train.end() - held_out, train.end());
     train.resize(train.size() - static_cast<size_t>(held_out));

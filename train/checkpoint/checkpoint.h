@@ -64,9 +64,9 @@ struct CheckpointContents {
   nlohmann::json config;              // config.json: what rebuilds the model with the weights
   const Vocab* vocab = nullptr;                      // a classifier's, with labels
   const std::vector<std::string>* labels = nullptr;
-  const Tokenizer* tokenizer = nullptr;              // a language model's
   const optim::Optimizer* optimizer = nullptr;  // optional
   nlohmann::json trainer_state;                 // optional (null: no trainer.json)
+  const Tokenizer* tokenizer = nullptr;         // a language model's, in place of vocab and labels
 };
 
 /// Writes a complete checkpoint into dir (which must not exist yet), fsyncing every file and the folder.
