@@ -22,8 +22,6 @@ namespace {
 
 /// eval of a language model's checkpoint: the loss of every token of --data's text (evaluate_text).
 void evaluate_language_model(const EvalFlags& f) {
-  if (f.data.empty())
-    throw ValueError(cat("eval: ", f.checkpoint, " holds a language model: give --data, a text file to score"));
   LoadedLanguageModel loaded = load_language_model_for_outputs(f.checkpoint);
   const int64_t context = loaded.options.context_length;
   const std::string text = read_whole_file(f.data, kTextLimit);
@@ -77,13 +75,13 @@ void add_eval(CLI::App& app, EvalFlags& f) {
       add_integer_option(cmd, "--valid-size", f.valid_size, "Examples of the task's validation set (default: as trained)");
   cmd->add_flag("--json", f.json, "Print the results as one JSON object");
   cmd->callback([&f, symbols, min_len, max_len, seed, valid_size] {
+    if (f.task.empty() && f.data.empty()) throw ValueError("eval: give --task or --data (a language model: --data, a text file)");
     if (checkpoint_kind(f.checkpoint) == kLanguageModelKind) {
       for (const CLI::Option* option : {symbols, min_len, max_len, seed, valid_size})
         if (option->count() > 0) throw ValueError(cat(option->get_name(), " configures a built-in task, not a language model's text"));
       if (!f.task.empty()) throw ValueError(cat("--task: ", f.checkpoint, " holds a language model: give --data, a text file"));
       return evaluate_language_model(f);
     }
-    if (f.task.empty() && f.data.empty()) throw ValueError("eval: give --task or --data");
     if (!f.data.empty())
       for (const CLI::Option* option : {symbols, min_len, max_len, seed, valid_size})
         if (option->count() > 0) throw ValueError(cat(option->get_name(), " configures a built-in task, which --data replaces"));
