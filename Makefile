@@ -3,7 +3,7 @@
 BUILD      ?= build
 BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc)
-PACKAGES   := cmake g++ make libopenblas-dev catch2 libcli11-dev nlohmann-json3-dev libutfcpp-dev
+PACKAGES   := cmake g++ make libopenblas-dev catch2 libcli11-dev nlohmann-json3-dev libutfcpp-dev libsentencepiece-dev pkg-config
 # The tests also run data-parallel training on MPI (tests/mpi, docs/distributed.md): Debian's OpenMPI, and
 # iproute2 for the test whose ranks sit on two simulated hosts (network namespaces).
 TEST_PACKAGES := $(PACKAGES) libopenmpi-dev openmpi-bin iproute2

@@ -1,8 +1,13 @@
-// The language model's tokenizers (train/data/tokenizer.h): round trips of every kind of character and of
-// words, the saved file, and bad text and bad files, each refused in one line.
+// The language model's tokenizers (train/data/tokenizer.h): round trips of every kind of character, of
+// words and of BPE subwords, the saved files, and bad text, bad files and bad sizes, each refused in one line.
+#include <sentencepiece_trainer.h>
+
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "autograd/error.h"
@@ -16,6 +21,23 @@ using testing::TempDir;
 namespace {
 // ASCII, a tab and newlines, 2-byte (é), 3-byte (中) and 4-byte (😀) UTF-8, repeated characters.
 const std::string kText = "Hello, world!\n\tcafé 中文 😀\nhello again\n";
+
+// About 9 KB of English with what a BPE tokenizer must give back: single and double newlines, runs of
+// spaces (leading and trailing ones too), tabs, 2-, 3- and 4-byte UTF-8, and U+2585, which SentencePiece's
+// trainer would drop a whole line for. No 'Z' and no 'q': characters the tokenizer will not have.
+std::string bpe_text() {
+  const char* const lines[] = {
+      "The cat sat on the mat, and the dog sat on the rug.",
+      "  Two  spaces,   three; a café — naïve 日本 😀 ▅",
+      "\tA tab starts this line and\tone sits inside it.  ",
+      "",
+      "the other dog sleeps in the sun, and the cat watches the other dog",
+  };
+  std::string text;
+  for (int i = 0; i < 36; ++i)
+    for (const char* line : lines) text += std::string(line) + "\n";
+  return text + "no newline at the end";
+}
 }  // namespace
 
 TEST_CASE("tokenizer: characters: every code point is a token and decode(encode(text)) is the text") {
@@ -60,7 +82,7 @@ TEST_CASE("tokenizer: tokenizer.json saves and loads the same tokenizer, and a d
   };
   refused("", "empty");
   refused("not json", "");
-  refused(R"({"kind": "bytes", "tokens": ["<unk>"]})", "unknown tokenizer 'bytes' (known: characters or words)");
+  refused(R"({"kind": "bytes", "tokens": ["<unk>"]})", "unknown tokenizer 'bytes' (known: characters, words or bpe)");
   refused(R"({"kind": "characters"})", "'tokens' must be a non-empty list of strings");
   refused(R"({"kind": "characters", "tokens": []})", "'tokens' must be a non-empty list of strings");
   refused(R"({"kind": "characters", "tokens": ["a", "<unk>"]})", "'tokens'[0] must be \"<unk>\"");
@@ -85,5 +107,149 @@ TEST_CASE("tokenizer: an empty, blank, binary or non-UTF-8 text is refused with 
   const Tokenizer t = Tokenizer::learn(Tokenizer::Kind::characters, "abc");
   CHECK_THROWS_WITH(t.decode(std::vector<int64_t>{1, 4}), "tokenizer: id 4 is outside the vocabulary [0, 4)");
   CHECK_THROWS_WITH(t.encode("a\xFF"), "tokenizer: invalid UTF-8 at byte 2 of the text");
-  CHECK_THROWS_WITH(tokenizer_kind("bpe"), "unknown tokenizer 'bpe' (known: characters or words)");
+  CHECK_THROWS_WITH(tokenizer_kind("bytes"), "unknown tokenizer 'bytes' (known: characters, words or bpe)");
+  for (const Tokenizer::Kind kind : {Tokenizer::Kind::characters, Tokenizer::Kind::words, Tokenizer::Kind::bpe})
+    CHECK(tokenizer_kind(tokenizer_kind_name(kind)) == kind);
+}
+
+TEST_CASE("tokenizer: bpe: the vocabulary size asked for, real merges, and decode(encode(text)) is the text") {
+  const std::string text = bpe_text();
+  const auto start = std::chrono::steady_clock::now();
+  const Tokenizer t = Tokenizer::learn_bpe(text, 120);
+  INFO("learnt in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() << " s");
+  CHECK(t.kind() == Tokenizer::Kind::bpe);
+  CHECK(t.vocab_size() == 120);
+  const std::vector<int64_t> ids = t.encode(text);
+  CHECK(t.decode(ids) == text);
+  CHECK(std::find(ids.begin(), ids.end(), Tokenizer::kUnk) == ids.end());
+  // It merges: far fewer tokens than characters, and tokens of several characters, spaces kept in them.
+  CHECK(ids.size() * 3 < text.size());
+  CHECK(t.encode("the cat").size() < 7);
+  bool has_word_with_space = false;
+  for (int64_t id = 0; id < t.vocab_size(); ++id) has_word_with_space |= t.token(id) == " the";
+  CHECK(has_word_with_space);
+  // Each id's token is its text: concatenated, the tokens are decode's text.
+  std::string joined;
+  for (const int64_t id : ids) joined += t.token(id);
+  CHECK(joined == text);
+  CHECK(t.token(0) == "<unk>");
+  // A character the text did not have is <unk>, and reads "<unk>"; SentencePiece makes a run of them one
+  // <unk>. U+2581 reads back as a space (tokenizer.h).
+  CHECK(t.encode("Zq") == std::vector<int64_t>{Tokenizer::kUnk});
+  CHECK(t.decode(t.encode("the Zoo")) == "the <unk>oo");
+  CHECK(t.decode(t.encode("the\u2581cat")) == "the cat");
+  // The same text gives the same model; another size, another one.
+  CHECK(Tokenizer::learn_bpe(text, 120) == t);
+  CHECK_FALSE(Tokenizer::learn_bpe(text, 100) == t);
+  CHECK_FALSE(Tokenizer::learn(Tokenizer::Kind::characters, text) == t);
+  CHECK_THROWS_WITH(t.decode(std::vector<int64_t>{1, 120}), "tokenizer: id 120 is outside the vocabulary [0, 120)");
+  CHECK_THROWS_WITH(t.encode("a\xFF"), "tokenizer: invalid UTF-8 at byte 2 of the text");
+}
+
+TEST_CASE("tokenizer: bpe: tokenizer.json holds the whole model, and tokenizer.model beside it is SentencePiece's") {
+  TempDir dir("tapegrad_test_tokenizer_bpe");
+  const std::string text = bpe_text();
+  const Tokenizer t = Tokenizer::learn_bpe(text, 100);
+  const nlohmann::json j = t.to_json();
+  CHECK(j.size() == 2);
+  CHECK(j.at("kind") == "bpe");
+  const Tokenizer from_json = Tokenizer::from_json(j, "tokenizer.json");
+  CHECK(from_json == t);
+  CHECK(from_json.encode(text) == t.encode(text));
+
+  const std::string path = dir / "tokenizer.json";
+  t.save(path);
+  const Tokenizer loaded = Tokenizer::load(path);
+  CHECK(loaded == t);
+  CHECK(loaded.encode(text) == t.encode(text));
+  // The same model as a SentencePiece file, as spm_train would have written it.
+  const Tokenizer model = Tokenizer::from_sentencepiece_model(dir / "tokenizer.model");
+  CHECK(model == t);
+  CHECK(model.encode(text) == t.encode(text));
+  CHECK(model.decode(model.encode(text)) == text);
+  // tokenizer.json alone is the tokenizer.
+  std::filesystem::remove(dir / "tokenizer.model");
+  CHECK(Tokenizer::load(path) == t);
+  // Copies share the model and stay equal.
+  Tokenizer copy = t;
+  CHECK(copy == t);
+  copy = Tokenizer::learn(Tokenizer::Kind::words, text);
+  CHECK_FALSE(copy == t);
+}
+
+TEST_CASE("tokenizer: bpe: a file that is not a SentencePiece model is refused in one line naming it") {
+  TempDir dir("tapegrad_test_tokenizer_bpe");
+  const auto refused = [&](const std::string& path, const std::string& message) {
+    INFO(path);
+    CHECK_THROWS_AS(Tokenizer::from_sentencepiece_model(path), IOError);
+    CHECK_THROWS_WITH(Tokenizer::from_sentencepiece_model(path), Contains(path) && Contains(message));
+    try {
+      Tokenizer::from_sentencepiece_model(path);
+    } catch (const IOError& e) {
+      CHECK(std::string(e.what()).find('\n') == std::string::npos);
+    }
+  };
+  refused(dir.file("text.model", "the cat sat on the mat\n"), ": not a SentencePiece model (");
+  refused(dir.file("empty.model", ""), ": not a SentencePiece model (empty)");
+  refused(dir.file("binary.model", std::string("\x08\x96\x01\xFF\xFE\x00\x01garbage", 14)),
+          ": not a SentencePiece model (");
+  refused(dir / "missing.model", ": cannot open: No such file or directory");
+  refused(dir.path.string(), ": is a directory, not a file");
+
+  // A real SentencePiece model whose <unk> is not id 0 (T5's layout: <pad> 0, </s> 1, <unk> 2).
+  struct Lines : sentencepiece::SentenceIterator {
+    std::vector<std::string> lines = {"the cat sat on the mat\n", "the dog sat on the rug\n"};
+    size_t i = 0;
+    bool done() const override { return i >= lines.size(); }
+    void Next() override { ++i; }
+    const std::string& value() const override { return lines[i]; }
+    sentencepiece::util::Status status() const override { return {}; }
+  } lines;
+  std::string bytes;
+  const std::unordered_map<std::string, std::string> options = {
+      {"model_type", "bpe"}, {"vocab_size", "20"}, {"pad_id", "0"}, {"eos_id", "1"}, {"unk_id", "2"},
+      {"bos_id", "-1"},      {"minloglevel", "2"}};
+  REQUIRE(sentencepiece::SentencePieceTrainer::Train(options, &lines, &bytes).ok());
+  refused(dir.file("t5.model", bytes), ": the SentencePiece model's <unk> is id 2, where tapegrad needs it at id 0");
+
+  // The same in tokenizer.json: the model must be base64 of a SentencePiece model, and nothing else is there.
+  const Tokenizer t = Tokenizer::learn_bpe(bpe_text(), 100);
+  const std::string model = t.to_json().at("model");
+  const auto refused_json = [&](const nlohmann::json& j, const std::string& message) {
+    INFO(j.dump());
+    CHECK_THROWS_AS(Tokenizer::from_json(j, "run/tokenizer.json"), IOError);
+    CHECK_THROWS_WITH(Tokenizer::from_json(j, "run/tokenizer.json"),
+                      Contains("run/tokenizer.json") && Contains(message));
+  };
+  refused_json({{"kind", "bpe"}}, "'model' is missing");
+  refused_json({{"kind", "bpe"}, {"model", 7}}, "'model' must be a string, got 7");
+  refused_json({{"kind", "bpe"}, {"model", "not base64!"}}, "'model': base64: ");
+  refused_json({{"kind", "bpe"}, {"model", "aGVsbG8gd29ybGQ="}}, "'model': not a SentencePiece model (");
+  refused_json({{"kind", "bpe"}, {"model", model}, {"tokens", {"<unk>"}}}, "unknown key 'tokens' for a bpe tokenizer");
+  refused_json({{"kind", "words"}, {"model", model}, {"tokens", {"<unk>"}}},
+               "unknown key 'model' for a words tokenizer");
+  CHECK_NOTHROW(Tokenizer::from_json({{"kind", "bpe"}, {"model", model}}, "run/tokenizer.json"));
+}
+
+TEST_CASE("tokenizer: bpe: a vocab size the text cannot give is a ValueError naming the size") {
+  const std::string text = bpe_text();
+  // 35 distinct characters, a space, a tab and a newline among them, and <unk>.
+  CHECK_THROWS_AS(Tokenizer::learn_bpe(text, 10), ValueError);
+  CHECK_THROWS_WITH(Tokenizer::learn_bpe(text, 10, "corpus.txt"),
+                    "vocab size 10 is below the 35 distinct characters of corpus.txt + 1 (<unk>): BPE starts from "
+                    "every character, so at least 36");
+  // SentencePiece's own words, which say how far the text can go.
+  CHECK_THROWS_AS(Tokenizer::learn_bpe(text, 100000), ValueError);
+  CHECK_THROWS_WITH(Tokenizer::learn_bpe(text, 100000, "corpus.txt"),
+                    Contains("learning 100000 BPE tokens from corpus.txt: ") && Contains("(100000)") &&
+                        Contains("<= 218"));
+  CHECK_THROWS_AS(Tokenizer::learn_bpe(text, int64_t{1} << 40), ValueError);
+  CHECK_THROWS_AS(Tokenizer::learn_bpe("", 100), ValueError);
+  CHECK_THROWS_WITH(Tokenizer::learn(Tokenizer::Kind::bpe, text),
+                    "tokenizer 'bpe' is learnt with a vocabulary size (Tokenizer::learn_bpe)");
+  // The smallest size is the characters and <unk>: nothing merged, every character still its own token.
+  const int64_t smallest = Tokenizer::learn(Tokenizer::Kind::characters, text).vocab_size();
+  const Tokenizer t = Tokenizer::learn_bpe(text, smallest);
+  CHECK(t.decode(t.encode(text)) == text);
+  CHECK_THROWS_AS(Tokenizer::learn_bpe(text, smallest - 1), ValueError);
 }

@@ -1,14 +1,21 @@
 #include "train/data/tokenizer.h"
 
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
 #include <utf8.h>
 
 #include <algorithm>
+#include <array>
+#include <filesystem>
+#include <limits>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 #include "autograd/error.h"
 #include "train/data/vocab.h"
 #include "train/io/atomic_file.h"
+#include "train/io/base64.h"
 #include "train/io/read_file.h"
 #include "train/io/strict_json.h"
 #include "train/io/text_lines.h"
@@ -19,8 +26,20 @@ namespace {
 
 constexpr const char* kUnkToken = "<unk>";
 
-/// tokenizer.json holds one token a vocabulary entry: a few MB even for a large word list.
+/// tokenizer.json holds one token a vocabulary entry: a few MB even for a large word list. A bpe one holds
+/// its SentencePiece model in base64, 4/3 of the model's size, so it takes any model the limit below takes.
 constexpr FileLimit kTokenizerLimit{"a tokenizer file", uint64_t{64} << 20};
+/// A SentencePiece model is its pieces and their scores: about 400 KB for 32k pieces, 5 MB for 256k.
+constexpr FileLimit kSentencePieceModelLimit{"a SentencePiece model", uint64_t{32} << 20};
+
+/// The name bpe's SentencePiece model is saved under, beside tokenizer.json.
+constexpr const char* kSentencePieceModelName = "tokenizer.model";
+
+// SentencePiece's trainer drops a training line that holds U+2585 ('▅'), its sign for an unknown character.
+constexpr std::string_view kUnknownSign = "\u2585";
+
+/// The names of the kinds, in the enum's order: the one table both directions read.
+constexpr std::array<const char*, 3> kKindNames = {"characters", "words", "bpe"};
 
 /// The line (from 1) and the byte within it of offset `at` in text.
 std::pair<int64_t, size_t> line_of(std::string_view text, size_t at) {
@@ -41,6 +60,60 @@ std::vector<std::string> characters_of(std::string_view text) {
   return out;
 }
 
+/// What SentencePiece says went wrong, without the source file and the failed condition it puts first
+/// ("./src/trainer_interface.cc(660) [...] "), which tell a user nothing; `otherwise` when nothing else is left.
+std::string sentencepiece_reason(const sentencepiece::util::Status& status, const char* otherwise) {
+  std::string message = status.error_message();
+  const size_t source = message.find(".cc(");
+  if (source != std::string::npos && source < message.find(' ')) {
+    const size_t end = message.find("] ");
+    message.erase(0, end == std::string::npos ? message.size() : end + 2);
+  }
+  while (!message.empty() && (message.back() == ' ' || message.back() == '.')) message.pop_back();
+  return message.empty() ? otherwise : message;
+}
+
+/// The training text as SentencePiece's trainer takes it: one sentence at a time, each a line with its
+/// '\n' kept, so that newlines are characters of the vocabulary like any other (a piece may end with one,
+/// "." + "\n"; none holds one inside, since no sentence does). A line is also cut at each U+2585, which
+/// the trainer would drop the whole line for: the rest of the line still counts.
+class TrainingSentences : public sentencepiece::SentenceIterator {
+ public:
+  explicit TrainingSentences(std::string_view text) {
+    for (size_t start = 0; start < text.size();) {
+      const size_t newline = text.find('\n', start);
+      const size_t end = newline == std::string_view::npos ? text.size() : newline + 1;
+      const std::string_view line = text.substr(start, end - start);
+      for (size_t from = 0;;) {
+        const size_t sign = line.find(kUnknownSign, from);
+        const std::string_view part = line.substr(from, sign == std::string_view::npos ? line.npos : sign - from);
+        if (!part.empty()) sentences_.push_back(part);
+        if (sign == std::string_view::npos) break;
+        from = sign + kUnknownSign.size();
+      }
+      start = end;
+    }
+    if (!sentences_.empty()) current_ = sentences_[0];
+  }
+  size_t longest() const {
+    size_t n = 0;
+    for (const std::string_view s : sentences_) n = std::max(n, s.size());
+    return n;
+  }
+
+  bool done() const override { return next_ >= sentences_.size(); }
+  void Next() override {
+    if (++next_ < sentences_.size()) current_ = sentences_[next_];
+  }
+  const std::string& value() const override { return current_; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+ private:
+  std::vector<std::string_view> sentences_;  // views of the text: a large corpus is not copied whole
+  size_t next_ = 0;
+  std::string current_;
+};
+
 }  // namespace
 
 void check_corpus_text(std::string_view text, const std::string& path) {
@@ -56,11 +129,32 @@ void check_corpus_text(std::string_view text, const std::string& path) {
     throw IOError(cat(path, ": ", text.empty() ? "empty" : "whitespace only", ": a language model needs text"));
 }
 
+// The bytes of a SentencePiece model and the processor loaded from them; the bytes are kept as given, so
+// that tokenizer.model, tokenizer.json and equality all see exactly what was learnt or read.
+struct Tokenizer::SentencePiece {
+  std::string bytes;
+  sentencepiece::SentencePieceProcessor processor;
+};
+
 Tokenizer::Tokenizer(Kind kind, std::vector<std::string> tokens) : kind_(kind), tokens_(std::move(tokens)) {
   for (size_t i = 0; i < tokens_.size(); ++i) ids_.emplace(tokens_[i], static_cast<int64_t>(i));
 }
 
+Tokenizer::Tokenizer(std::shared_ptr<const SentencePiece> model) : kind_(Kind::bpe), model_(std::move(model)) {
+  // Each id's text as decode gives it alone: " the" for "▁the", "" for a control piece (<s>, </s>).
+  const int n = model_->processor.GetPieceSize();
+  tokens_.reserve(static_cast<size_t>(n));
+  for (int id = 0; id < n; ++id) {
+    std::string text;
+    if (const auto status = model_->processor.Decode(std::vector<int>{id}, &text); !status.ok())
+      throw IOError(cat("tokenizer: SentencePiece cannot decode its own id ", id, " (",
+                        sentencepiece_reason(status, "no reason given"), ")"));
+    tokens_.push_back(std::move(text));
+  }
+}
+
 Tokenizer Tokenizer::learn(Kind kind, std::string_view text, const std::string& what) {
+  if (kind == Kind::bpe) throw ValueError("tokenizer 'bpe' is learnt with a vocabulary size (Tokenizer::learn_bpe)");
   try {
     check_corpus_text(text, what);
   } catch (const IOError& e) {
@@ -83,9 +177,107 @@ Tokenizer Tokenizer::learn(Kind kind, std::string_view text, const std::string& 
   return Tokenizer(kind, std::move(tokens));
 }
 
+Tokenizer Tokenizer::learn_bpe(std::string_view text, int64_t vocab_size, const std::string& what) {
+  try {
+    check_corpus_text(text, what);
+  } catch (const IOError& e) {
+    throw ValueError(e.what());
+  }
+  // BPE starts from every character of the text (character_coverage 1 below) and <unk>, then adds one
+  // merged pair a token. SentencePiece writes a space as U+2581 ('▁'), so the two are one character here.
+  std::set<char32_t> characters;
+  for (auto it = text.begin(); it != text.end();) {
+    const char32_t c = utf8::unchecked::next(it);
+    characters.insert(c == U' ' ? U'\u2581' : c);
+  }
+  const auto smallest = static_cast<int64_t>(characters.size()) + 1;
+  if (vocab_size < smallest)
+    throw ValueError(cat("vocab size ", vocab_size, " is below the ", characters.size(), " distinct characters of ",
+                         what, " + 1 (<unk>): BPE starts from every character, so at least ", smallest));
+  // SentencePiece numbers pieces with int.
+  if (vocab_size > std::numeric_limits<int>::max())
+    throw ValueError(
+        cat("vocab size ", vocab_size, " is above SentencePiece's largest, ", std::numeric_limits<int>::max()));
+
+  TrainingSentences sentences(text);
+  constexpr size_t kLongestSentence = size_t{1} << 30;  // SentencePiece's bound on max_sentence_length
+  if (sentences.longest() > kLongestSentence)
+    throw ValueError(cat(what, ": a line of ", sentences.longest(), " bytes: SentencePiece takes lines of up to ",
+                         kLongestSentence));
+  // SentencePiece's trainer never makes a tab a piece (it marks a boundary inside the trainer) and drops
+  // U+2585 (TrainingSentences): each is a piece of its own, a user-defined symbol, when the text has it.
+  std::string symbols;
+  for (const std::string_view s : {std::string_view("\t"), kUnknownSign})
+    if (text.find(s) != std::string_view::npos) symbols += (symbols.empty() ? "" : ",") + std::string(s);
+  const std::unordered_map<std::string, std::string> options = {
+      {"model_type", "bpe"},
+      {"vocab_size", std::to_string(vocab_size)},
+      // Every character of the text is a token (not only the 99.95% most frequent, SentencePiece's default
+      // for large alphabets), so decode(encode(text)) is the text.
+      {"character_coverage", "1"},
+      // No byte_fallback: its 256 byte tokens would cost as many ids and never occur in the training ids
+      // (every character of the text has a token), so the model would never learn them; an unseen
+      // character is <unk> here as in the characters kind.
+      {"byte_fallback", "false"},
+      // The text as it is: no Unicode normalisation (NFKC would turn "ﬁ" into "fi" and a tab into a space),
+      // no space added before the text, runs of spaces kept, so that decoding gives the same bytes back.
+      {"normalization_rule_name", "identity"},
+      {"add_dummy_prefix", "false"},
+      {"remove_extra_whitespaces", "false"},
+      // A run of spaces (indentation) may be one token, as a word is.
+      {"allow_whitespace_only_pieces", "true"},
+      {"user_defined_symbols", symbols},
+      // <unk> is id 0 as in every tokenizer here, and decodes as "<unk>" as theirs do. No <s>, </s> or
+      // <pad>: a language model's windows are cut from one running text, with no sentences to mark.
+      {"unk_id", "0"},
+      {"unk_surface", kUnkToken},
+      {"bos_id", "-1"},
+      {"eos_id", "-1"},
+      {"pad_id", "-1"},
+      // Every line, not a random sample of input_sentence_size of them, and none skipped for its length:
+      // a sample would make the model depend on the seed, and a dropped line could lose a character.
+      {"input_sentence_size", "0"},
+      {"max_sentence_length", std::to_string(std::max<size_t>(sentences.longest(), 10))},
+      // One thread: the same text gives the same model on any machine.
+      {"num_threads", "1"},
+      // Progress and warnings stay quiet (an error comes back as the status, and is ours to report).
+      {"minloglevel", "2"},
+  };
+  std::string model;
+  if (const auto status = sentencepiece::SentencePieceTrainer::Train(options, &sentences, &model); !status.ok())
+    throw ValueError(cat("learning ", vocab_size, " BPE tokens from ", what, ": ",
+                         sentencepiece_reason(status, "SentencePiece's trainer failed")));
+  return from_sentencepiece_bytes(std::move(model), "the SentencePiece model just learnt");
+}
+
+Tokenizer Tokenizer::from_sentencepiece_model(const std::string& path) {
+  return from_sentencepiece_bytes(read_whole_file(path, kSentencePieceModelLimit), path);
+}
+
+Tokenizer Tokenizer::from_sentencepiece_bytes(std::string bytes, const std::string& source) {
+  if (bytes.empty()) throw IOError(cat(source, ": not a SentencePiece model (empty)"));
+  auto model = std::make_shared<SentencePiece>();
+  model->bytes = std::move(bytes);
+  if (const auto status = model->processor.LoadFromSerializedProto(model->bytes); !status.ok())
+    throw IOError(cat(source, ": not a SentencePiece model (",
+                      sentencepiece_reason(status, "the bytes are not a SentencePiece model protobuf"), ")"));
+  // <unk> at 0 is what kUnk promises of every tokenizer; SentencePiece's trainer puts it there by default.
+  if (const int unk = model->processor.unk_id(); unk != kUnk)
+    throw IOError(cat(source, ": the SentencePiece model's <unk> is id ", unk, ", where tapegrad needs it at id ", kUnk,
+                      " (spm_train --unk_id=0)"));
+  return Tokenizer(std::shared_ptr<const SentencePiece>(std::move(model)));
+}
+
 std::vector<int64_t> Tokenizer::encode(std::string_view text) const {
   if (const size_t bad = find_invalid_utf8(text); bad != text.size())
     throw ValueError(cat("tokenizer: invalid UTF-8 at byte ", bad + 1, " of the text"));
+  if (kind_ == Kind::bpe) {
+    std::vector<int> pieces;
+    if (const auto status = model_->processor.Encode(text, &pieces); !status.ok())
+      throw ValueError(cat("tokenizer: SentencePiece cannot encode the text (",
+                           sentencepiece_reason(status, "no reason given"), ")"));
+    return {pieces.begin(), pieces.end()};
+  }
   const std::vector<std::string> pieces = kind_ == Kind::characters ? characters_of(text) : split_words(text);
   std::vector<int64_t> ids;
   ids.reserve(pieces.size());
@@ -103,6 +295,21 @@ const std::string& Tokenizer::token(int64_t id) const {
 }
 
 std::string Tokenizer::decode(std::span<const int64_t> ids) const {
+  if (kind_ == Kind::bpe) {
+    // SentencePiece's decode, not the tokens concatenated: a model made elsewhere may drop the space it
+    // adds before a text, or join byte pieces into one character.
+    std::vector<int> pieces;
+    pieces.reserve(ids.size());
+    for (const int64_t id : ids) {
+      token(id);  // the range check and its message
+      pieces.push_back(static_cast<int>(id));
+    }
+    std::string out;
+    if (const auto status = model_->processor.Decode(pieces, &out); !status.ok())
+      throw ValueError(cat("tokenizer: SentencePiece cannot decode the ids (",
+                           sentencepiece_reason(status, "no reason given"), ")"));
+    return out;
+  }
   std::string out;
   for (size_t i = 0; i < ids.size(); ++i) {
     if (kind_ == Kind::words && i > 0) out += ' ';
@@ -111,7 +318,10 @@ std::string Tokenizer::decode(std::span<const int64_t> ids) const {
   return out;
 }
 
-nlohmann::json Tokenizer::to_json() const { return {{"kind", tokenizer_kind_name(kind_)}, {"tokens", tokens_}}; }
+nlohmann::json Tokenizer::to_json() const {
+  if (kind_ == Kind::bpe) return {{"kind", tokenizer_kind_name(kind_)}, {"model", base64_encode(model_->bytes)}};
+  return {{"kind", tokenizer_kind_name(kind_)}, {"tokens", tokens_}};
+}
 
 Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path) {
   JsonFields fields(j, path);
@@ -120,6 +330,23 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path)
     kind = tokenizer_kind(fields.string("kind"));
   } catch (const ValueError& e) {
     throw IOError(cat(path, ": 'kind': ", e.what()));
+  }
+  // Anything but the kind's own keys is a misspelling, another kind's key or another program's file.
+  const auto refuse_other_keys = [&](const char* own) {
+    for (const auto& [key, value] : j.items())
+      if (key != "kind" && key != own)
+        throw IOError(cat(path, ": unknown key '", key, "' for a ", tokenizer_kind_name(kind), " tokenizer"));
+  };
+  if (kind == Kind::bpe) {
+    const std::string encoded = fields.string("model");
+    refuse_other_keys("model");
+    std::string bytes;
+    try {
+      bytes = base64_decode(encoded);
+    } catch (const ValueError& e) {
+      throw IOError(cat(path, ": 'model': ", e.what()));
+    }
+    return from_sentencepiece_bytes(std::move(bytes), cat(path, ": 'model'"));
   }
   const nlohmann::json& list = fields.has("tokens") ? j.at("tokens") : nlohmann::json();
   if (!list.is_array() || list.empty()) throw IOError(cat(path, ": 'tokens' must be a non-empty list of strings"));
@@ -138,26 +365,37 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path)
     if (!seen.insert(token).second) throw IOError(cat(path, ": 'tokens'[", i, "] \"", token, "\" appears twice"));
     tokens.push_back(std::move(token));
   }
-  // Anything but the two keys is a misspelling or another program's file.
-  for (const auto& [key, value] : j.items())
-    if (key != "kind" && key != "tokens") throw IOError(cat(path, ": unknown key '", key, "'"));
+  refuse_other_keys("tokens");
   return Tokenizer(kind, std::move(tokens));
 }
 
-void Tokenizer::save(const std::string& path) const { write_file_atomic(path, to_json().dump(1) + "\n"); }
+void Tokenizer::save(const std::string& path) const {
+  if (kind_ == Kind::bpe) {
+    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    write_file_atomic((folder / kSentencePieceModelName).string(), model_->bytes);
+  }
+  write_file_atomic(path, to_json().dump(1) + "\n");
+}
 
 Tokenizer Tokenizer::load(const std::string& path) {
   return from_json(parse_json_strictly(read_whole_file(path, kTokenizerLimit), path, 2), path);
 }
 
-const char* tokenizer_kind_name(Tokenizer::Kind kind) {
-  return kind == Tokenizer::Kind::characters ? "characters" : "words";
+bool operator==(const Tokenizer& a, const Tokenizer& b) {
+  if (a.kind_ != b.kind_) return false;
+  if (a.kind_ == Tokenizer::Kind::bpe) return a.model_->bytes == b.model_->bytes;
+  return a.tokens_ == b.tokens_;
 }
 
+const char* tokenizer_kind_name(Tokenizer::Kind kind) { return kKindNames.at(static_cast<size_t>(kind)); }
+
 Tokenizer::Kind tokenizer_kind(const std::string& name) {
-  if (name == "characters") return Tokenizer::Kind::characters;
-  if (name == "words") return Tokenizer::Kind::words;
-  throw ValueError(cat("unknown tokenizer '", name, "' (known: characters or words)"));
+  std::string known;
+  for (size_t i = 0; i < kKindNames.size(); ++i) {
+    if (name == kKindNames[i]) return static_cast<Tokenizer::Kind>(i);
+    known += cat(i == 0 ? "" : i + 1 == kKindNames.size() ? " or " : ", ", kKindNames[i]);
+  }
+  throw ValueError(cat("unknown tokenizer '", name, "' (known: ", known, ")"));
 }
 
 }  // namespace tapegrad
