@@ -73,16 +73,18 @@ std::string read_text(const std::string& path, nlohmann::json& sources, const ch
   return text;
 }
 
-/// The tokenizer a new run learns from its training text (TrainOptions::tokenizer).
-Tokenizer learn_tokenizer(const TrainOptions& o, std::string_view text) {
-  if (o.tokenizer == "bpe") throw ValueError("--tokenizer bpe is not available in this build");
+/// The tokenizer of a new run: a SentencePiece model of the user's (tokenizer_model), or one learnt from the
+/// training text (TrainOptions::tokenizer). Their errors name the file and the vocabulary size.
+Tokenizer make_tokenizer(const TrainOptions& o, std::string_view text) {
+  if (!o.tokenizer_model.empty()) return Tokenizer::from_sentencepiece_model(o.tokenizer_model);
+  if (o.tokenizer == "bpe") return Tokenizer::learn_bpe(text, o.vocab_size, o.data);
   return Tokenizer::learn(tokenizer_kind(o.tokenizer), text, o.data);
 }
 
 TrainingData load_text_data(const TrainOptions& o, const Tokenizer* fixed_tokenizer) {
   TrainingData d;
   const std::string text = read_text(o.data, d.sources, "fingerprint", "pipe");
-  d.tokenizer.emplace(fixed_tokenizer ? *fixed_tokenizer : learn_tokenizer(o, text));
+  d.tokenizer.emplace(fixed_tokenizer ? *fixed_tokenizer : make_tokenizer(o, text));
   std::vector<int64_t> train = d.tokenizer->encode(text), valid;
   if (o.valid.empty()) {  // the end of the text: one contiguous piece, so no validation window overlaps training
     const auto held_out = static_cast<int64_t>(static_cast<double>(train.size()) * o.valid_fraction);

@@ -121,6 +121,25 @@ TEST_CASE("train: lm words tokenizer trains and generates whole words") {
   CHECK(generated.at("text").get<std::string>().rfind("the dog ", 0) == 0);  // words joined by spaces
 }
 
+TEST_CASE("train: lm bpe tokenizer learnt from the text is kept in the run, and its model serves another run") {
+  TempDir dir("tapegrad_test_lm_cli");
+  const std::string text = dir.file("corpus.txt", corpus(200)), out = dir / "run";
+  const Result trained = run_cli(
+      dir, cat("train --task lm --tokenizer bpe --vocab-size 60 --data ", quote(text), kSmallLm, " --steps 10 --out ", quote(out)));
+  INFO(trained.err);
+  REQUIRE(trained.exit_code == 0);
+  CHECK_THAT(trained.err, Catch::Contains("60 bpe tokens"));
+  CHECK(fs::exists(fs::path(out) / "tokenizer.model"));  // SentencePiece's own file, beside tokenizer.json
+  const json generated = last_json_line(
+      run_cli(dir, cat("generate --checkpoint ", quote(out), " --prompt 'the café' --max-new-tokens 8 --json")));
+  CHECK(generated.at("text").get<std::string>().rfind("the café", 0) == 0);
+  const Result reused = run_cli(dir, cat("train --task lm --tokenizer bpe --tokenizer-model ", quote(out + "/tokenizer.model"),
+                                         " --data ", quote(text), kSmallLm, " --steps 2 --out ", quote(dir / "again")));
+  INFO(reused.err);
+  REQUIRE(reused.exit_code == 0);
+  CHECK(read_file(out + "/tokenizer.json") == read_file(dir / "again/tokenizer.json"));
+}
+
 TEST_CASE("train: lm bad inputs get one line on stderr and a non-zero exit") {
   TempDir dir("tapegrad_test_lm_cli");
   const std::string text = dir.file("corpus.txt", corpus(60)), lm = dir / "lm";
@@ -143,6 +162,10 @@ TEST_CASE("train: lm bad inputs get one line on stderr and a non-zero exit") {
       {"train --task lm --data " + quote(text) + " --pool cls" + out, "--pool does not apply to --task lm"},
       {"train --task lm --data " + quote(text) + " --init " + quote(classifier) + out, "holds a classifier"},
       {"train --data " + quote(dir / "train.tsv") + " --tokenizer words" + out, "--tokenizer applies to --task lm only"},
+      {"train --task lm --tokenizer bpe --tokenizer-model " + quote(text) + " --data " + quote(text) + out,
+       "corpus.txt: not a SentencePiece model"},
+      {"train --task lm --tokenizer-model " + quote(text) + " --data " + quote(text) + out, "needs --tokenizer bpe"},
+      {"train --task lm --tokenizer bpe --vocab-size 5 --data " + quote(text) + out, "vocab size 5 is below"},
       {generate + " --top-p 0", "--top-p = 0 must be in (0, 1]"},
       {generate + " --temperature -1", "--temperature = -1 must be a finite number >= 0"},
       {generate + " --max-new-tokens 0", "--max-new-tokens must be in [1, "},

@@ -21,8 +21,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kLinkedFiles[] = {"model.safetensors",     "config.json",  "vocab.txt",     "labels.txt",
-                              "optimizer.safetensors", "trainer.json", "tokenizer.json"};
+const char* kLinkedFiles[] = {"model.safetensors", "config.json",    "vocab.txt",      "labels.txt",     "optimizer.safetensors",
+                              "trainer.json",      "tokenizer.json", "tokenizer.model"};
 
 /// Points link at target by creating link.tmp and renaming it over link (atomic on POSIX). Whatever was
 /// at link -- an old link, a link planted to point elsewhere, a file -- is replaced, never followed; a
