@@ -38,8 +38,9 @@ ClassifierOptions body_options(const LanguageModelOptions& o) {
 LanguageModelOptions language_model_options(const ClassifierOptions& body) {
   return {.vocab_size = body.vocab_size, .d_model = body.d_model, .n_heads = body.n_heads, .d_ff = body.d_ff,
           .n_layers = body.n_layers, .context_length = body.context_length, .dropout = body.dropout,
-          .norm_first = body.norm_first, .positional = body.positional, .attention = body.attention,
-          .norm = body.norm, .ffn = body.ffn, .activation = body.activation, .settings = body.settings};
+          .norm_first = body.norm_first, .tie_embeddings = false, .positional = body.positional,
+          .attention = body.attention, .norm = body.norm, .ffn = body.ffn, .activation = body.activation,
+          .settings = body.settings};
 }
 
 void validate(const LanguageModelOptions& options, const std::string& context) {
@@ -63,10 +64,11 @@ void validate(const LanguageModelOptions& options, const std::string& context, c
 int64_t parameter_count(const LanguageModelOptions& options) {
   const ClassifierOptions body = body_options(options);
   validate(options);
-  // The classifier's count with its pool and head (K·C + K) swapped for the vocabulary head (V·C).
+  // The classifier's count with its pool and head (K·C + K) swapped for the vocabulary head (V·C), which a
+  // tied model does not have apart from its embedding.
   const int64_t pool = component<PoolKind>(body.pool).parameter_count(body);
-  return parameter_count(body) - pool - (body.num_classes * body.d_model + body.num_classes) +
-         options.vocab_size * options.d_model;
+  const int64_t head = options.tie_embeddings ? 0 : options.vocab_size * options.d_model;
+  return parameter_count(body) - pool - (body.num_classes * body.d_model + body.num_classes) + head;
 }
 
 LanguageModelOptions micro_language_model() {
@@ -93,7 +95,11 @@ LanguageModel::LanguageModel(const LanguageModelOptions& options, Generator& ini
   dropout_ = &register_module("dropout", std::make_unique<Dropout>(options.dropout, dropout_rng_));
   encoder_ = &register_module("encoder", std::make_unique<TransformerEncoder>(body.n_layers, layer_options(body),
                                                                               body.final_norm, init, dropout_rng_));
-  head_ = &register_module("head", std::make_unique<Linear>(C, options.vocab_size, false, init));
+  // Tied: the embedding's tensor, with its N(0, 1) values (nanoGPT assigns the other way round,
+  // wte.weight = lm_head.weight, but then redraws both from one N(0, 0.02), so its order decides nothing).
+  head_ = &register_module("head", options.tie_embeddings
+                                       ? std::make_unique<Linear>(embed_->weight, false, init)
+                                       : std::make_unique<Linear>(C, options.vocab_size, false, init));
 }
 
 Tensor LanguageModel::forward(const Tensor& ids, std::vector<Tensor>* attention_weights) const {
@@ -166,6 +172,13 @@ LanguageModelOptions micro_with(std::string positional, bool norm_first) {
 const bool registered = register_gradchecks({
     language_model_case("nn/language_model/learned-pre-ln", micro_with("learned", true)),
     language_model_case("nn/language_model/rope-post-ln", micro_with("rope", false)),
+    // One tensor read twice (the lookup and the head): its gradient must be the sum of both uses, which a
+    // finite difference of the shared values measures.
+    language_model_case("nn/language_model/tied", [] {
+      LanguageModelOptions o = micro_with("learned", true);
+      o.tie_embeddings = true;
+      return o;
+    }()),
 });
 
 }  // namespace

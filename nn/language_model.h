@@ -10,6 +10,11 @@
 // learned positions only), encoder (nn.TransformerEncoder of nn.TransformerEncoderLayer(batch_first=True),
 // norm = nn.LayerNorm) and head (nn.Linear(C, V, bias=False)), run with a causal mask, so PyTorch's
 // load_state_dict(strict=True) accepts them (docs/checkpoints.md).
+// Tied embeddings (options.tie_embeddings, as GPT-2): the head's weight IS the embedding's table, one (V, C)
+// tensor in both layouts (Embedding's [V, C], Linear's [out, in] = [V, C]), as PyTorch's
+// `model.head.weight = model.embed.weight`: state_dict() holds it as embed.weight and head.weight (PyTorch's
+// has both, and its strict load wants both), named_parameters() once, as embed.weight; its gradient sums the
+// lookup's scatter and the head's product.
 // Letters: B batch, T positions, C = d_model, V vocab.
 #include <cstdint>
 #include <memory>
@@ -39,6 +44,9 @@ struct LanguageModelOptions {
   int64_t context_length = 128;  // the longest T accepted: the window the model is trained on
   double dropout = 0.1;          // after the embedding sum, and everywhere in the encoder layers
   bool norm_first = true;        // pre-LN, as GPT-2; false: post-LN
+  // The head's weight is the embedding's table (one tensor, V·C parameters fewer), which keeps the
+  // embedding's initialisation N(0, 1): what `head.weight = embed.weight` gives on PyTorch's default modules.
+  bool tie_embeddings = false;
   // Registered components (nn/components.h) by name; pooling has no place in a language model.
   std::string positional = "learned";
   std::string attention = "softmax";
@@ -55,7 +63,8 @@ struct LanguageModelOptions {
 ClassifierOptions body_options(const LanguageModelOptions& options);
 
 /// The inverse of body_options: the sizes, names and settings of body (what an LM needs of a classifier's
-/// options: num_classes, pool, final_norm and pad_id are not read).
+/// options: num_classes, pool, final_norm and pad_id are not read). A classifier has no head to tie:
+/// tie_embeddings is false, for the caller to set.
 LanguageModelOptions language_model_options(const ClassifierOptions& body);
 
 /// validate(body_options(options)) (every size, name, setting and refusal, as the classifier's), with a
@@ -64,7 +73,8 @@ LanguageModelOptions language_model_options(const ClassifierOptions& body);
 void validate(const LanguageModelOptions& options, const std::string& context = "LanguageModel");
 void validate(const LanguageModelOptions& options, const std::string& context, const FieldNames& names);
 
-/// The parameter elements LanguageModel(options) has, from the options alone.
+/// The parameter elements LanguageModel(options) has, from the options alone (the tied head's V·C counted once,
+/// in the embedding).
 int64_t parameter_count(const LanguageModelOptions& options);
 
 /// The smallest language model worth checking: vocab 7, d_model 4, 2 heads, d_ff 6, 2 layers, context 6.
@@ -74,7 +84,7 @@ class LanguageModel : public Module {
  public:
   /// Parameters from init (PyTorch's default initialisation for each submodule); dropout masks from
   /// dropout_rng, which may be null only when options.dropout == 0. Children: embed, pos_embed, dropout,
-  /// encoder, head.
+  /// encoder, head. With tie_embeddings the head draws nothing from init and shares embed's weight.
   LanguageModel(const LanguageModelOptions& options, Generator& init, std::shared_ptr<Generator> dropout_rng);
 
   /// The next token's logits at every position. T > context_length is a ShapeError naming both. When

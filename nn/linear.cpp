@@ -22,6 +22,20 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool has_bias, Generat
   }
 }
 
+Linear::Linear(const Tensor& shared_weight, bool has_bias, Generator& gen)
+    : in_features_(shared_weight.defined() && shared_weight.dim() == 2 ? shared_weight.size(1) : 0),
+      out_features_(shared_weight.defined() && shared_weight.dim() == 2 ? shared_weight.size(0) : 0) {
+  if (in_features_ <= 0 || out_features_ <= 0)
+    throw ShapeError(cat("Linear: a shared weight must be [out, in] with positive sizes, got ",
+                         shared_weight.defined() ? cat(shared_weight.shape()) : std::string("an undefined tensor")));
+  weight = register_shared_parameter("weight", shared_weight);
+  if (has_bias) {  // the other constructor's bias, in the weight's dtype
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in_features_));
+    bias = register_parameter("bias", empty({out_features_}, shared_weight.dtype()));
+    uniform_(bias, -bound, bound, gen);
+  }
+}
+
 void Linear::check_input(const Tensor& x) const {
   if (x.dim() == 0 || x.size(-1) != in_features_)
     throw ShapeError(

@@ -15,6 +15,12 @@ class Linear : public Module {
   /// weight [out, in] ~ U(-1/√in, 1/√in) (kaiming_uniform, a = √5), then bias [out] ~ U(-1/√in, 1/√in),
   /// both drawn from gen in that order. in and out must be positive.
   Linear(int64_t in_features, int64_t out_features, bool bias, Generator& gen);
+  /// A layer whose weight is shared_weight itself, not a copy (weight tying: a language model's head reading
+  /// the embedding's [V, C] table, which is Linear's [out, in] layout): out and in are its sizes, it keeps its
+  /// values, and it is registered with register_shared_parameter, so a model's state_dict() names it twice
+  /// and its named_parameters() once. Only the bias, if any, is drawn from gen. shared_weight must be a 2-D
+  /// parameter (a leaf that requires grad) with positive sizes.
+  Linear(const Tensor& shared_weight, bool bias, Generator& gen);
 
   /// y = x Wᵀ + b (Wᵀ is a transposed view of weight, read by BLAS in place).   x: (..., in) -> (..., out)
   Tensor forward(const Tensor& x) const;

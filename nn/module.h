@@ -26,10 +26,13 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  /// Every parameter, depth first in registration order, with hierarchical names.
+  /// Every parameter, depth first in registration order, with hierarchical names. A tensor registered under
+  /// several names (register_shared_parameter: tied weights) is listed once, under its first name, as
+  /// PyTorch's named_parameters() lists it: this is what the optimizer, gradient clipping, the data-parallel
+  /// averager and zero_grad walk, and each must see one tensor once (twice would mean two updates per step).
   NamedTensors named_parameters() const;
   std::vector<Tensor> parameters() const;
-  /// Total number of parameter elements.
+  /// Total number of parameter elements, a shared tensor counted once.
   int64_t parameter_count() const;
   /// The name this module was registered under in its parent ("self_attn", "1"); empty for a root.
   const std::string& name() const { return name_; }
@@ -54,12 +57,18 @@ class Module {
   /// Drops the gradient of every parameter.
   void zero_grad();
 
-  /// name -> tensor for every parameter (the tensors share storage with the module).
-  NamedTensors state_dict() const { return named_parameters(); }
+  /// name -> tensor for every registered name (the tensors share storage with the module): a shared tensor
+  /// appears under each of its names, as in PyTorch's state_dict(), whose load_state_dict(strict=True)
+  /// expects every name.
+  NamedTensors state_dict() const;
   /// Copies every entry into the parameter of the same name; a float32 entry into a float64 parameter is
-  /// widened exactly. One error names every problem: "load_state_dict: 2 missing ('a' [3], ...), 1
-  /// unexpected ('b' [2]), 1 wrongly shaped ('c': given [3,4], expected [2,4]), 1 of the wrong dtype ('d' is
-  /// int64, not a float)"; a float64 entry into a float32 parameter is refused too (it would lose
+  /// widened exactly. Every name of state_dict() must be given, a shared tensor's under each of its names,
+  /// and those entries must hold the same values: PyTorch would silently keep the last, but two different
+  /// entries for one tensor come from a model that was not tied (or a file edited by hand), and keeping either
+  /// would throw away the other's training. One error names every problem: "load_state_dict: 2 missing ('a'
+  /// [3], ...), 1 unexpected ('b' [2]), 1 wrongly shaped ('c': given [3,4], expected [2,4]), 1 of the wrong
+  /// dtype ('d' is int64, not a float), 1 shared but different ('e.weight' and 'h.weight' are one tensor:
+  /// element 3 is 0.5 and 0.25)"; a float64 entry into a float32 parameter is refused too (it would lose
   /// precision). A ShapeError when only shapes are wrong, a DTypeError when only dtypes are, a ValueError
   /// otherwise (and for a duplicated entry); nothing is changed then.
   void load_state_dict(const NamedTensors& state);
@@ -69,6 +78,11 @@ class Module {
  protected:
   /// Registers a parameter under name; it becomes a leaf that requires grad. Returns the stored handle.
   Tensor register_parameter(const std::string& name, Tensor value);
+  /// Registers under name a parameter already registered elsewhere in the model (weight tying, as PyTorch's
+  /// `head.weight = embed.weight`): the same tensor, not a copy, so both names read and update one set of
+  /// values and its gradient sums both uses (a backward only adds). state_dict() lists it under every name,
+  /// named_parameters() once. existing must be a leaf that requires grad (a ValueError otherwise).
+  Tensor register_shared_parameter(const std::string& name, const Tensor& existing);
   /// Registers and owns a submodule; returns a reference that stays valid for the module's lifetime.
   template <class M>
   M& register_module(const std::string& name, std::unique_ptr<M> child) {
@@ -86,7 +100,8 @@ class Module {
   }
 
  private:
-  void collect(const std::string& prefix, NamedTensors& out) const;
+  void add_parameter(const std::string& name, const Tensor& value);  // refuses a name registered twice
+  void collect(const std::string& prefix, NamedTensors& out) const;   // every name, shared tensors under each
   std::string name_;  // as registered in the parent
   NamedTensors parameters_;
   std::vector<std::pair<std::string, std::unique_ptr<Module>>> children_;

@@ -1,5 +1,6 @@
-// LanguageModel: PyTorch's state names and logits, causality for every positional component, the parameter
-// count from the options, and the options it refuses. (Its gradient checks are registered in
+// LanguageModel: PyTorch's state names and logits (untied and tied), causality for every positional
+// component, the parameter count from the options, the tied head's shared tensor and gradient, and the options
+// it refuses. (Its gradient checks are registered in
 // nn/language_model.cpp and run in test_module.cpp.)
 #include <catch2/catch.hpp>
 #include <memory>
@@ -100,6 +101,76 @@ TEST_CASE("nn: LanguageModel gives PyTorch's logits for the same weights (causal
   CHECK(max_abs_diff(select(select(same_first, 1, 0), 0, 0), select(select(logits, 1, 0), 0, 0)) < 1e-12);
 }
 
+// The same script with tie_embeddings: LM(tie=True) adds, at the end of __init__,
+//           if tie: self.head.weight = self.embed.weight
+// and fill() walks m.named_parameters(), which lists the shared tensor once, as embed.weight (p = 0):
+//   print(list(m.state_dict())[-1], sum(p.numel() for p in m.parameters()))   # head.weight 1392
+TEST_CASE("nn: a tied LanguageModel gives PyTorch's logits and names, its head reading the embedding's table") {
+  const std::vector<double> kLastPosition = {
+      -0.567970769634, 0.0608429144515, 0.66234614643,  0.966543227416, 0.836889748148, 0.331583038062,
+      -0.322560767722, -0.831917288443, -0.967852557597, -0.669349549759, -0.671121455766, -0.0460253120677,
+      0.599730132591,  0.976285766372,  0.914617723555,  0.442406830169,  -0.228386439758, -0.79666428975,
+      -1.00734483976,  -0.765860281469};
+  const std::vector<double> kFirstPosition = {
+      -0.53977112617,  0.088166381846,  0.676528800953, 0.961218925851,  0.814448400384,  0.302097852439,
+      -0.345854827738, -0.838564259063, -0.954868824796, -0.642563098868, -0.533430553782, 0.103336190351,
+      0.693718600285,  0.972712760987,  0.815087053741,  0.291594652807,  -0.362785327595, -0.85432249542,
+      -0.962381425788, -0.638457896487};
+  LanguageModelOptions options = names_config();
+  options.tie_embeddings = true;
+  LanguageModel model = make_model(options);
+  // The state keeps both names, in the untied model's order; the parameters list the table once.
+  std::vector<std::string> state, parameters;
+  for (const auto& [name, t] : model.state_dict()) state.push_back(name);
+  for (const auto& [name, t] : model.named_parameters()) parameters.push_back(name);
+  REQUIRE(state.size() == 2 + 2 * 12 + 2 + 1);
+  CHECK(state.front() == "embed.weight");
+  CHECK(state.back() == "head.weight");
+  CHECK(parameters == std::vector<std::string>(state.begin(), state.end() - 1));
+  CHECK(&model.head().weight.impl() == &model.embed().weight.impl());
+  CHECK(model.parameter_count() == 1392);  // sum(p.numel() for p in LM(tie=True).parameters())
+  CHECK(parameter_count(options) == 1392);
+  // The shared table keeps the embedding's initialisation: the untied model's embedding, drawn first.
+  CHECK(max_abs_diff(model.embed().weight, make_model(names_config()).embed().weight) == 0);
+
+  fill_deterministic(model);
+  const Tensor logits = model.forward(kIds);
+  REQUIRE(logits.shape() == Shape({2, 5, 10}));
+  CHECK(max_abs_diff(select(logits, 1, 4), tensor(kLastPosition, {2, 10}, DType::float64)) < 1e-10);
+  CHECK(max_abs_diff(select(logits, 1, 0), tensor(kFirstPosition, {2, 10}, DType::float64)) < 1e-10);
+}
+
+TEST_CASE("nn: a tied LanguageModel's table gets the sum of the lookup's and the head's gradients") {
+  // The same values in an untied model, whose two tables get one part each: from one seed the two draw the
+  // same values up to the untied head, drawn last, which is then given the embedding's.
+  LanguageModelOptions options = micro_language_model();
+  LanguageModel untied = make_model(options, 4);
+  options.tie_embeddings = true;
+  LanguageModel tied = make_model(options, 4);
+  untied.to(DType::float64);
+  tied.to(DType::float64);
+  {
+    NoGradGuard no_grad;
+    Tensor(untied.head().weight).copy_(untied.embed().weight);
+  }
+  const NamedTensors untied_state = untied.state_dict(), tied_state = tied.state_dict();
+  REQUIRE(untied_state.size() == tied_state.size());
+  for (size_t i = 0; i < tied_state.size(); ++i) {
+    INFO(tied_state[i].first);
+    REQUIRE(max_abs_diff(untied_state[i].second, tied_state[i].second) == 0);
+  }
+  const Tensor id_tensor = ids({3, 1, 4, 1, 5, 2, 6, 5, 0, 2}, {2, 5});
+  Generator gen(11);
+  const Tensor r = randn({2, 5, 7}, gen, DType::float64);
+  sum(untied.forward(id_tensor) * r).backward();
+  sum(tied.forward(id_tensor) * r).backward();
+  const Tensor both = untied.embed().weight.grad() + untied.head().weight.grad();
+  CHECK(max_abs_diff(tied.embed().weight.grad(), both) < 1e-12);
+  // Neither part alone: each use contributes.
+  CHECK(max_abs_diff(tied.embed().weight.grad(), untied.head().weight.grad()) > 1e-6);
+  CHECK(max_abs_diff(tied.embed().weight.grad(), untied.embed().weight.grad()) > 1e-6);
+}
+
 TEST_CASE("nn: a LanguageModel's position t depends on positions 0..t only, for every positional component") {
   for (const std::string positional : {"learned", "sinusoidal", "rope", "alibi"}) {
     for (const bool norm_first : {true, false}) {
@@ -128,13 +199,15 @@ TEST_CASE("nn: a LanguageModel's position t depends on positions 0..t only, for 
 
 TEST_CASE("nn: parameter_count(LanguageModelOptions) equals the built model's for every variant") {
   for (const std::string positional : {"learned", "sinusoidal", "rope", "alibi"})
-    for (const std::string ffn : {"dense", "moe"}) {
-      LanguageModelOptions options = names_config();
-      options.positional = positional;
-      options.ffn = ffn;
-      INFO(positional << " " << ffn);
-      CHECK(parameter_count(options) == make_model(options).parameter_count());
-    }
+    for (const std::string ffn : {"dense", "moe"})
+      for (const bool tied : {false, true}) {
+        LanguageModelOptions options = names_config();
+        options.positional = positional;
+        options.ffn = ffn;
+        options.tie_embeddings = tied;
+        INFO(positional << " " << ffn << (tied ? " tied" : ""));
+        CHECK(parameter_count(options) == make_model(options).parameter_count());
+      }
 }
 
 TEST_CASE("nn: LanguageModel refuses long sequences, bad ids and options, naming them") {

@@ -70,6 +70,27 @@ class Net : public Module {
   Linear* head_;
 };
 
+/// ids (B, T) -> logits (B, T, 10) through a head that reads the embedding's table (tied weights, as a
+/// language model's): embed.weight and head.weight are one [10, 4] tensor; the head has a bias of its own.
+class TiedNet : public Module {
+ public:
+  explicit TiedNet(uint64_t seed) : rng_(std::make_shared<Generator>(seed + 1)) {
+    Generator gen(seed);
+    embed_ = &register_module("embed", std::make_unique<Embedding>(10, 4, gen));
+    layers_ = &register_module("layers", std::make_unique<Blocks>(1, 4, gen, rng_));
+    head_ = &register_module("head", std::make_unique<Linear>(embed_->weight, true, gen));
+  }
+  Tensor forward(const Tensor& token_ids) const { return head_->forward(layers_->forward(embed_->forward(token_ids))); }
+  const Embedding& embed() const { return *embed_; }
+  const Linear& head() const { return *head_; }
+
+ private:
+  std::shared_ptr<Generator> rng_;
+  Embedding* embed_;
+  Blocks* layers_;
+  Linear* head_;
+};
+
 const Tensor kIds = ids({1, 4, 7, 2, 9, 0}, {2, 3});
 
 std::vector<std::string> names_of(const NamedTensors& named) {
@@ -295,6 +316,101 @@ TEST_CASE("nn: a moved module keeps working") {
   Net moved(std::move(net));
   CHECK(max_abs_diff(moved.forward(kIds), expected) == 0);
   CHECK(moved.parameter_count() == 114);
+}
+
+TEST_CASE("nn: a shared parameter is listed once by named_parameters and under every name by state_dict") {
+  const TiedNet net(3);
+  const std::vector<std::string> parameters = {"embed.weight", "layers.0.gate", "layers.0.proj.weight",
+                                               "layers.0.proj.bias", "layers.0.norm.weight", "layers.0.norm.bias",
+                                               "head.bias"};
+  CHECK(names_of(net.named_parameters()) == parameters);
+  std::vector<std::string> state = parameters;
+  state.insert(state.end() - 1, "head.weight");  // PyTorch's order: the head's own names, weight first
+  CHECK(names_of(net.state_dict()) == state);
+  CHECK(net.parameters().size() == parameters.size());
+  CHECK(net.parameter_count() == 40 + 4 + 16 + 4 + 4 + 4 + 10);  // the [10, 4] table once
+  // One tensor, not two equal ones: the same TensorImpl behind both names and both layers' handles.
+  CHECK(&net.head().weight.impl() == &net.embed().weight.impl());
+  const NamedTensors dict = net.state_dict();
+  CHECK(&dict[6].second.impl() == &dict[0].second.impl());
+  CHECK(net.head().in_features() == 4);
+  CHECK(net.head().out_features() == 10);
+  // The head draws no weight of its own: the table keeps the embedding's N(0, 1) values.
+  Generator gen(3);
+  const Embedding alone(10, 4, gen);
+  CHECK(max_abs_diff(net.embed().weight, alone.weight) == 0);
+}
+
+TEST_CASE("nn: a shared parameter's gradient sums both uses, and zero_grad and to(float64) keep it shared") {
+  TiedNet net(4);
+  net.eval();
+  Generator gen(9);
+  const Tensor r = randn({2, 3, 10}, gen);
+  sum(net.forward(kIds) * r).backward();
+  const Tensor dW = net.embed().weight.grad();
+  REQUIRE(dW.defined());
+  // One gradient behind both handles (that it is the sum of both uses: tests/nn/test_language_model.cpp).
+  CHECK(max_abs_diff(net.head().weight.grad(), dW) == 0);
+  net.zero_grad();
+  CHECK_FALSE(net.embed().weight.grad().defined());
+  net.to(DType::float64);
+  CHECK(net.head().weight.dtype() == DType::float64);
+  CHECK(&net.head().weight.impl() == &net.embed().weight.impl());
+  CHECK(net.named_parameters().size() == 7);
+}
+
+TEST_CASE("nn: load_state_dict fills a shared parameter from both names, which must agree, and keeps it shared") {
+  TiedNet net(5);
+  const TiedNet other(6);
+  net.load_state_dict(other.state_dict());
+  CHECK(same_values(snapshot(net), snapshot(other)));
+  // Still one tensor after the load: a change through one name shows through the other.
+  {
+    NoGradGuard no_grad;
+    Tensor(net.embed().weight).fill_(0.25);
+  }
+  CHECK(net.head().weight.at({3, 1}) == 0.25);
+  CHECK(net.state_dict()[6].second.at({9, 3}) == 0.25);
+
+  const NamedTensors before = snapshot(net);
+  SECTION("both names are expected, as by PyTorch's strict load") {
+    try {
+      net.load_state_dict(snapshot(other));  // named_parameters(): the table under embed.weight only
+      FAIL("no error");
+    } catch (const ValueError& e) {
+      CHECK(std::string(e.what()) == "load_state_dict: 1 missing ('head.weight' [10,4])");
+    }
+  }
+  SECTION("two entries for one tensor that differ are refused, naming both, rather than one silently kept") {
+    NamedTensors state = other.state_dict();
+    std::vector<double> values(40, 0.5);
+    state[6].second = tensor(values, {10, 4});  // head.weight
+    values[5] = 0.75;
+    state[0].second = tensor(values, {10, 4});  // embed.weight, but for one element
+    try {
+      net.load_state_dict(state);
+      FAIL("no error");
+    } catch (const ValueError& e) {
+      CHECK(std::string(e.what()) ==
+            "load_state_dict: 1 shared but different ('embed.weight' and 'head.weight' are one tensor: element 5 "
+            "is 0.75 and 0.5)");
+    }
+  }
+  CHECK(same_values(snapshot(net), before));
+}
+
+TEST_CASE("nn: a shared parameter must be a registered one") {
+  Generator gen(0);
+  CHECK_THROWS_WITH(
+      Linear(zeros({3, 2}), false, gen),
+      "register_shared_parameter: 'weight' must share a registered parameter (a leaf that requires grad)");
+  CHECK_THROWS_AS(Linear(zeros({3}).requires_grad_(), false, gen), ShapeError);
+  CHECK_THROWS_WITH(Linear(Tensor(), false, gen),
+                    "Linear: a shared weight must be [out, in] with positive sizes, got an undefined tensor");
+  const Tensor shared = zeros({3, 2}).requires_grad_();
+  const Linear layer(shared, true, gen);
+  CHECK(layer.bias.shape() == Shape({3}));
+  CHECK(layer.weight.impl_ptr() == shared.impl_ptr());
 }
 
 TEST_CASE("nn: every registered layer gradcheck passes") {

@@ -10,7 +10,11 @@
 
 #include "autograd/autograd.h"
 #include "optim/adam.h"
+#include "support/temp_dir.h"
+#include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/model_config.h"
+#include "train/checkpoint/safetensors.h"
+#include "train/io/read_file.h"
 #include "train/data/token_windows.h"
 #include "train/next_token_model.h"
 
@@ -31,8 +35,9 @@ Example window(std::vector<int64_t> tokens) {
   return example;
 }
 
-std::unique_ptr<nn::LanguageModel> small_model(int64_t V, int64_t context, uint64_t seed = 5) {
+std::unique_ptr<nn::LanguageModel> small_model(int64_t V, int64_t context, uint64_t seed = 5, bool tied = false) {
   nn::LanguageModelOptions o;
+  o.tie_embeddings = tied;
   o.vocab_size = V;
   o.d_model = 16;
   o.n_heads = 2;
@@ -187,4 +192,82 @@ TEST_CASE("next-token model: config.json reads back to the same options, and a w
   edited = config;
   edited["attention"] = "no-such-attention";
   refused(edited, "no-such-attention");
+}
+
+TEST_CASE("next-token model: tie_embeddings is a boolean key of config.json, false when an older file lacks it") {
+  NextTokenModel tied(small_model(5, 8, 5, true));
+  const nlohmann::json config = tied.config();
+  CHECK(config.at("tie_embeddings") == true);
+  CHECK(language_model_options_from_json(config, "config.json").tie_embeddings);
+  CHECK(language_model_config_json(language_model_options_from_json(config, "config.json")) == config);
+  CHECK(NextTokenModel(small_model(5, 8)).config().at("tie_embeddings") == false);
+  nlohmann::json older = config;
+  older.erase("tie_embeddings");
+  CHECK_FALSE(language_model_options_from_json(older, "config.json").tie_embeddings);
+  for (const nlohmann::json& wrong : {nlohmann::json(1), nlohmann::json("true"), nlohmann::json(nullptr)}) {
+    nlohmann::json edited = config;
+    edited["tie_embeddings"] = wrong;
+    INFO(edited.dump());
+    CHECK_THROWS_AS(language_model_options_from_json(edited, "config.json"), IOError);
+    CHECK_THROWS_WITH(language_model_options_from_json(edited, "config.json"),
+                      Contains("config.json: 'tie_embeddings' must be true or false"));
+  }
+}
+
+TEST_CASE("next-token model: AdamW sees a tied table once and updates it once per step") {
+  NextTokenModel model(small_model(5, 8, 5, true));
+  const nn::LanguageModel& lm = model.model();
+  optim::AdamW optimizer(model.module().named_parameters(), {.lr = 1e-2, .weight_decay = 0});
+  std::set<std::string> state;
+  for (const auto& [name, t] : optimizer.state()) state.insert(name);
+  CHECK(state.count("exp_avg.embed.weight") == 1);
+  CHECK(state.count("exp_avg.head.weight") == 0);
+  const Tensor before = lm.embed().weight.detach().clone();
+  optimizer.zero_grad();
+  model.loss(consecutive_windows(std::vector<int64_t>{0, 1, 2, 3, 4, 0, 1, 2, 3, 4}, 8)).task.backward();
+  const Tensor g = lm.embed().weight.grad().detach().clone();
+  optimizer.step();
+  // Adam's first step: m̂ = g, v̂ = g², so p -= lr · g / (|g| + eps): a step of lr where g is not tiny. Updated
+  // twice (once per name), each element would move by 2 lr.
+  const std::vector<double> w0 = before.to_vector(), w1 = lm.embed().weight.to_vector(), dw = g.to_vector();
+  for (size_t i = 0; i < w0.size(); ++i) {
+    INFO("element " << i << ": gradient " << dw[i]);
+    CHECK(w1[i] == Approx(w0[i] - 1e-2 * dw[i] / (std::abs(dw[i]) + 1e-8)).margin(1e-6));
+  }
+  CHECK(max_abs_diff(lm.head().weight, lm.embed().weight) == 0);
+  // The state dictionary names the table twice: an optimizer over it is refused, naming both.
+  CHECK_THROWS_WITH(optim::AdamW(model.module().state_dict()),
+                    "AdamW: parameters 'embed.weight' and 'head.weight' are the same tensor; list shared weights once");
+}
+
+TEST_CASE("next-token model: a tied checkpoint holds both names and loads back tied; an untied one is refused") {
+  const testing::TempDir dir;
+  NextTokenModel model(small_model(5, 8, 5, true));
+  const Vocab vocab = Vocab::build({"a b c"});
+  const std::vector<std::string> labels;
+  write_checkpoint_folder(dir / "tied", {&model.module(), model.config(), &vocab, &labels, nullptr, nlohmann::json()});
+  const SafetensorsFile weights = load_safetensors(dir / "tied/model.safetensors");
+  // Both names, as PyTorch's state_dict() of the tied module, so that its strict load accepts the file.
+  REQUIRE(weights.contains("embed.weight"));
+  REQUIRE(weights.contains("head.weight"));
+  CHECK(max_abs_diff(weights.at("embed.weight"), weights.at("head.weight")) == 0);
+  CHECK(weights.tensors.size() == model.module().state_dict().size());
+
+  const nlohmann::json config = nlohmann::json::parse(read_whole_file(dir / "tied/config.json", kJsonFileLimit));
+  const nn::LanguageModelOptions options = language_model_options_from_json(config, "config.json");
+  REQUIRE(options.tie_embeddings);
+  Generator other_seed(99);
+  nn::LanguageModel loaded(options, other_seed, nullptr);
+  loaded.load_state_dict(weights.tensors);
+  for (const auto& [name, t] : model.module().state_dict()) {
+    INFO(name);
+    CHECK(max_abs_diff(t, weights.at(name)) == 0);
+  }
+  CHECK(max_abs_diff(loaded.embed().weight, model.model().embed().weight) == 0);
+  CHECK(&loaded.head().weight.impl() == &loaded.embed().weight.impl());  // one tensor still
+
+  // An untied model's file holds two different tables: loading it tied would drop one of them.
+  NextTokenModel untied(small_model(5, 8, 6));
+  CHECK_THROWS_WITH(loaded.load_state_dict(untied.module().state_dict()),
+                    Contains("1 shared but different ('embed.weight' and 'head.weight' are one tensor: element 0 is"));
 }

@@ -108,6 +108,7 @@ json language_model_config_json(const nn::LanguageModelOptions& options) {
   for (const auto& [key, value] : body.items())
     if (key != "num_classes" && key != "pool" && key != "final_norm" && key != "pad_id") j[key] = value;
   j["settings"].erase("pool");
+  j["tie_embeddings"] = options.tie_embeddings;  // a language model's own key: a classifier has no head to tie
   return j;
 }
 
@@ -157,6 +158,10 @@ nn::LanguageModelOptions language_model_options_from_json(const json& config, co
     throw IOError(cat(file, ": ", top.quoted("kind"), " is '", kind, "', not '", kLanguageModelKind, "'"));
   json body = config;
   body.erase("kind");
+  // Added after the first language models, which had untied heads: absent reads as false. Present, it must
+  // be a JSON boolean (not 1, not "true").
+  const bool tie_embeddings = top.has("tie_embeddings") && top.boolean("tie_embeddings");
+  body.erase("tie_embeddings");
   // What a language model always is, in the classifier's terms (nn::body_options).
   const std::pair<const char*, json> implied[] = {
       {"num_classes", 2}, {"pool", "mean"}, {"final_norm", true}, {"pad_id", -1}};
@@ -165,6 +170,7 @@ nn::LanguageModelOptions language_model_options_from_json(const json& config, co
     body[key] = value;
   }
   nn::LanguageModelOptions options = nn::language_model_options(model_options_from_json(body, file, prefix));
+  options.tie_embeddings = tie_embeddings;
   try {
     nn::validate(options, prefix.empty() ? file : cat(file, ": '", prefix.substr(0, prefix.size() - 1), "'"));
   } catch (const ValueError& e) {

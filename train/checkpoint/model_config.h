@@ -36,12 +36,14 @@ const std::set<std::string>& model_keys_added_later();
 nlohmann::json model_config_json(const nn::ClassifierOptions& options);
 
 /// config.json of a language model: "kind": "language_model", then the classifier's keys but those it has no
-/// use for (num_classes, pool, final_norm: always, pad_id: none), the settings with them.
+/// use for (num_classes, pool, final_norm: always, pad_id: none), the settings with them, and
+/// "tie_embeddings" (a boolean).
 nlohmann::json language_model_config_json(const nn::LanguageModelOptions& options);
 
 /// The inverse of language_model_config_json, read as strictly as a classifier's (model_options_from_json)
 /// and validated as a language model; "kind" must be "language_model", and a classifier's own keys
-/// (num_classes, pool, final_norm, pad_id) are refused. IOError naming `file` and the key.
+/// (num_classes, pool, final_norm, pad_id) are refused. "tie_embeddings", added later, may be absent (an
+/// older file: false) and must otherwise be a boolean. IOError naming `file` and the key.
 nn::LanguageModelOptions language_model_options_from_json(const nlohmann::json& config, const std::string& file,
                                                           const std::string& prefix = "");
 
