@@ -84,7 +84,8 @@ class LanguageModel : public Module {
  public:
   /// Parameters from init (PyTorch's default initialisation for each submodule); dropout masks from
   /// dropout_rng, which may be null only when options.dropout == 0. Children: embed, pos_embed, dropout,
-  /// encoder, head. With tie_embeddings the head draws nothing from init and shares embed's weight.
+  /// encoder, head. With tie_embeddings the head shares embed's weight, which takes the values a head of its own
+  /// would have drawn from init (U(±1/√C)), not the embedding's N(0, 1).
   LanguageModel(const LanguageModelOptions& options, Generator& init, std::shared_ptr<Generator> dropout_rng);
 
   /// The next token's logits at every position. T > context_length is a ShapeError naming both. When

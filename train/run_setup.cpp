@@ -28,6 +28,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, const nn
 nn::LanguageModelOptions language_model_options(const TrainOptions& o) {
   nn::LanguageModelOptions options = nn::language_model_options(o.model);
   options.context_length = language_model_context(o);
+  options.tie_embeddings = o.tie_embeddings;
   return options;
 }
 

@@ -81,6 +81,7 @@ void set_up_new_run(Run& run, const TrainOptions& options, const ModelBuilder& b
     if (lm_checkpoint) {
       init_lm = load_language_model(options.init);
       saved = nn::body_options(init_lm->options);
+      run.options.tie_embeddings = init_lm->options.tie_embeddings;
     } else {
       init = load_model(options.init);
       saved = init->options;

@@ -130,8 +130,8 @@ TEST_CASE("nn: a tied LanguageModel gives PyTorch's logits and names, its head r
   CHECK(&model.head().weight.impl() == &model.embed().weight.impl());
   CHECK(model.parameter_count() == 1392);  // sum(p.numel() for p in LM(tie=True).parameters())
   CHECK(parameter_count(options) == 1392);
-  // The shared table keeps the embedding's initialisation: the untied model's embedding, drawn first.
-  CHECK(max_abs_diff(model.embed().weight, make_model(names_config()).embed().weight) == 0);
+  // The shared table takes the values the untied model's head draws (U(±1/√C)), not the embedding's N(0, 1).
+  CHECK(max_abs_diff(model.embed().weight, make_model(names_config()).head().weight) == 0);
 
   fill_deterministic(model);
   const Tensor logits = model.forward(kIds);
@@ -142,7 +142,7 @@ TEST_CASE("nn: a tied LanguageModel gives PyTorch's logits and names, its head r
 
 TEST_CASE("nn: a tied LanguageModel's table gets the sum of the lookup's and the head's gradients") {
   // The same values in an untied model, whose two tables get one part each: from one seed the two draw the
-  // same values up to the untied head, drawn last, which is then given the embedding's.
+  // same values, and the untied embedding is then given the head's (which the tied table starts from).
   LanguageModelOptions options = micro_language_model();
   LanguageModel untied = make_model(options, 4);
   options.tie_embeddings = true;
@@ -151,7 +151,7 @@ TEST_CASE("nn: a tied LanguageModel's table gets the sum of the lookup's and the
   tied.to(DType::float64);
   {
     NoGradGuard no_grad;
-    Tensor(untied.head().weight).copy_(untied.embed().weight);
+    Tensor(untied.embed().weight).copy_(untied.head().weight);
   }
   const NamedTensors untied_state = untied.state_dict(), tied_state = tied.state_dict();
   REQUIRE(untied_state.size() == tied_state.size());

@@ -121,6 +121,25 @@ TEST_CASE("train: lm words tokenizer trains and generates whole words") {
   CHECK(generated.at("text").get<std::string>().rfind("the dog ", 0) == 0);  // words joined by spaces
 }
 
+TEST_CASE("train: lm --tie-embeddings saves one table under both names, and resumes tied") {
+  TempDir dir("tapegrad_test_lm_cli");
+  const std::string text = dir.file("corpus.txt", corpus(80));
+  const std::string args = cat("train --task lm --tie-embeddings --positional rope --data ", quote(text), kSmallLm);
+  REQUIRE(run_cli(dir, cat(args, " --steps 20 --out ", quote(dir / "whole"))).exit_code == 0);
+  REQUIRE(run_cli(dir, cat(args, " --steps 10 --out ", quote(dir / "parts"))).exit_code == 0);
+  const Result resumed = run_cli(dir, cat("train --resume ", quote(dir / "parts"), " --steps 20"));
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(read_file(dir / "whole/model.safetensors") == read_file(dir / "parts/model.safetensors"));
+  CHECK(json::parse(read_file(dir / "whole/config.json")).at("tie_embeddings") == true);
+  const std::string weights = read_file(dir / "whole/model.safetensors");
+  CHECK(weights.find("\"embed.weight\"") != std::string::npos);
+  CHECK(weights.find("\"head.weight\"") != std::string::npos);
+  const json scored =
+      last_json_line(run_cli(dir, cat("eval --checkpoint ", quote(dir / "whole"), " --data ", quote(text), " --json")));
+  CHECK(std::isfinite(scored.at("loss").get<double>()));
+}
+
 TEST_CASE("train: lm bpe tokenizer learnt from the text is kept in the run, and its model serves another run") {
   TempDir dir("tapegrad_test_lm_cli");
   const std::string text = dir.file("corpus.txt", corpus(200)), out = dir / "run";
