@@ -9,7 +9,7 @@ PACKAGES   := cmake g++ make libopenblas-dev catch2 libcli11-dev nlohmann-json3-
 TEST_PACKAGES := $(PACKAGES) libopenmpi-dev openmpi-bin iproute2
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps test-deps build demo test test-asan install soak fuzz bench bench-products bench-mpi \
+.PHONY: all deps test-deps build demo test test-asan install soak fuzz bench bench-lm bench-products bench-mpi \
         bench-long-scaling clean
 
 all: build
@@ -83,7 +83,7 @@ fuzz:
 	done
 
 # Training speed and memory against PyTorch (not part of `make test`): `tapegrad bench` on the small,
-# medium and long (T = 2048) models, its PyTorch twin at PyTorch's best thread count and OPENBLAS_CORETYPE,
+# medium and long (T = 2048) models and the character language model (lm, tokens/s), its PyTorch twin at PyTorch's best thread count and OPENBLAS_CORETYPE,
 # and the peak memory of medium and long `tapegrad train` runs; one table of ratios (bench/compare.py,
 # docs/performance.md). It installs Debian's python3-torch for the twin when it is missing. An
 # OPENBLAS_CORETYPE in your environment is obeyed.
@@ -91,6 +91,16 @@ BENCH_PACKAGES := $(PACKAGES) python3-torch
 bench: build
 	@$(MAKE) --no-print-directory deps PACKAGES="$(BENCH_PACKAGES)"
 	/usr/bin/python3 bench/compare.py ./$(BUILD)/tapegrad
+
+# The character language model on the fortunes corpus, tapegrad against PyTorch (not part of `make bench`:
+# about 20 minutes at the default 600 steps on 2 cores): validation bits per character after LM_STEPS steps
+# of each, and their training tokens/s (scripts/lm_parity.py, docs/performance.md "Language model"). It
+# installs Debian's fortunes package for the corpus (scripts/fortunes_corpus.sh) and python3-torch.
+LM_STEPS ?= 600
+bench-lm: deps $(BUILD)/CMakeCache.txt
+	@$(MAKE) --no-print-directory deps PACKAGES="$(BENCH_PACKAGES) fortunes"
+	cmake --build $(BUILD) --target tapegrad -j $(JOBS)
+	/usr/bin/python3 scripts/lm_parity.py ./$(BUILD)/tapegrad --steps $(LM_STEPS)
 
 # The long model's time per step and peak memory against T = 256 ... 8192, tapegrad and PyTorch (PyTorch up
 # to where it runs out of memory or takes over 60 s a step): a Markdown table in LONG_SCALING and a log-log

@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """`make bench`: tapegrad against PyTorch on the same models, batch and optimizer, side by side.
 
-Runs `tapegrad bench --json` (small, medium and long, a process each), then the PyTorch twin (bench/train_step_torch.py)
-for small and medium under every setting PyTorch users reach for that this CPU can run: 1 and 2 threads x
-OPENBLAS_CORETYPE unset, Haswell (with AVX2) and SkylakeX (with AVX-512), each in a fresh process (the
-variable is read when OpenBLAS loads), keeping PyTorch's best; long, whose PyTorch step takes seconds, only
-on 1 and 2 threads at medium's best OPENBLAS_CORETYPE (see long_settings). A setting that fails anyway is
+Runs `tapegrad bench --json` (small, medium, long and lm, a process each), then the PyTorch twin
+(bench/train_step_torch.py) for small and medium under every setting PyTorch users reach for that this CPU
+can run: 1 and 2 threads x OPENBLAS_CORETYPE unset, Haswell (with AVX2) and SkylakeX (with AVX-512), each in
+a fresh process (the variable is read when OpenBLAS loads), keeping PyTorch's best; long, whose PyTorch step
+takes seconds, and lm (the character language model, whose training tokens/s are printed too), only on 1
+and 2 threads at medium's best OPENBLAS_CORETYPE (see long_settings). A setting that fails anyway is
 reported in one line and skipped. Then small's speed-up on every core against one thread (`tapegrad bench
 --scaling`: chunks on each alternated, the median ratio). Last, the peak resident memory of `tapegrad train`
 runs of the medium and long models (validation included) against the twin's peak on the same models. Ratios
@@ -29,7 +30,14 @@ CONFIGS = {  # the twin's flags (tapegrad train's names) for tapegrad bench's na
     # Fewer steps than tapegrad's 2 + 50: PyTorch's long step takes about 5 s on 2 cores (the (B·H, T, T)
     # scores, softmax and masks of T = 2048), so 5 one-step chunks keep a setting to about half a minute.
     "long": dict(d_model=256, heads=4, ff=1024, layers=2, context_length=2048, batch_size=2, warmup=1, steps=5),
+    # The language model (pre-LN, GELU, causal, the loss at every position) on random windows. PyTorch's
+    # step took 2.7 s on 2 busy Zen 3 cores (tapegrad's 1.1 s): 1 warm-up and 10 timed steps on each of two
+    # settings, with tapegrad's 3 + 30, keep the lm row to about a minute and a half.
+    "lm": dict(model="lm", vocab=96, d_model=128, heads=4, ff=512, layers=4, context_length=128, batch_size=32,
+               warmup=1, steps=10),
 }
+# Settings limited as long's (long_settings): their PyTorch steps take seconds, so six settings would add minutes.
+FEW_SETTINGS = ("long", "lm")
 # The `tapegrad train` runs whose peak memory is set against the twin's (the twin's peak is its training step):
 # a few steps and one validation on sequences of exactly the configuration's T, dropout 0 as in the twin
 # (train's default 0.1 keeps a mask and a dropped copy of three tensors a layer: 45 MiB more on long). long's
@@ -73,7 +81,8 @@ def long_settings(settings, medium_best):
     `make bench` and two add one. On 2 cores of a Zen 5 EPYC, quiet, 1 warm-up and 5 steps: 2 threads ran
     0.295 steps/s with OPENBLAS_CORETYPE unset and 0.296 with SkylakeX, 1 thread 0.244 and 0.195. The thread
     count moves long more than the kernel set, which made no difference on 2 threads, the faster; and which
-    thread count wins is not medium's (on a loaded machine 1 thread won long), so both are tried."""
+    thread count wins is not medium's (on a loaded machine 1 thread won long), so both are tried. lm takes
+    the same two settings, for the same reason: its PyTorch step takes seconds too."""
     if medium_best is None:
         return settings
     coretype = medium_best["coretype"]
@@ -156,7 +165,8 @@ def main():
         print(f"tapegrad {r['config']}: {r['steps_per_second']:.2f} steps/s, {r['gflops']:.0f} GFLOP/s = "
               f"{100 * r['model_flop_utilisation']:.1f}% of the measured FMA peak ({r['peak_gflops']:.0f} GFLOP/s), "
               f"{r['threads']} threads, kernels {r['blas_kernels']}, peak RSS {r['peak_rss_mib']:.0f} MiB, "
-              f"{r['heap_allocations_per_step']} heap allocations per step")
+              f"{r['heap_allocations_per_step']} heap allocations per step"
+              + (f", {r['tokens_per_second']:.0f} tokens/s" if r.get("model") == "language_model" else ""))
         if r["blas_advice"]:
             print(f"  note: {r['blas_advice']}")
 
@@ -177,7 +187,8 @@ def main():
     settings = pytorch_settings(cpu_flags())
     theirs = {}  # a skipped setting: one line each
     for config in CONFIGS:
-        theirs[config] = pytorch_best(config, long_settings(settings, theirs["medium"]) if config == "long" else settings)
+        theirs[config] = pytorch_best(config, long_settings(settings, theirs["medium"]) if config in FEW_SETTINGS
+                                      else settings)
     print()
     print(f"{'config':8} {'tapegrad steps/s':>17} {'PyTorch best':>13} {'ratio':>6}  {'MFU':>6}  PyTorch's best setting")
     for config in CONFIGS:
@@ -189,6 +200,11 @@ def main():
         print(f"{config:8} {r['steps_per_second']:17.2f} {t['steps_per_second']:13.2f} "
               f"{r['steps_per_second'] / t['steps_per_second']:5.2f}x  {100 * r['model_flop_utilisation']:5.1f}%  "
               f"{t['setting']}")
+    lm, lm_torch = ours["lm"], theirs["lm"]
+    if lm_torch is not None:
+        tokens = CONFIGS["lm"]["batch_size"] * CONFIGS["lm"]["context_length"]
+        print(f"{'lm':8} training tokens/s: tapegrad {lm['tokens_per_second']:.0f}, PyTorch "
+              f"{lm_torch['steps_per_second'] * tokens:.0f}: {lm['steps_per_second'] / lm_torch['steps_per_second']:.2f}x")
     for config in TRAIN_RUNS:
         if theirs[config] is not None:
             torch_rss = theirs[config]["peak_rss_mib"]

@@ -1,9 +1,14 @@
 #!/usr/bin/python3
 """PyTorch twin of `tapegrad bench` (train/cli/bench.cpp): the same model, batch, optimizer and timing.
 
-Model: embedding (padding_idx 0) + learned positions, nn.TransformerEncoder of
-nn.TransformerEncoderLayer(batch_first=True, post-LN, relu, dropout 0), mean pooling over the non-pad
-positions, a Linear head; cross_entropy; AdamW(lr 5e-3, weight_decay 0.01). One step: forward, loss,
+--model classifier (the default; bench's small, medium and long): embedding (padding_idx 0) + learned
+positions, nn.TransformerEncoder of nn.TransformerEncoderLayer(batch_first=True, post-LN, relu, dropout 0),
+mean pooling over the non-pad positions, a Linear head; cross_entropy over the rows, on a fixed batch.
+--model lm (bench's lm): embedding + learned positions, nn.TransformerEncoder of
+nn.TransformerEncoderLayer(batch_first=True, norm_first=True, gelu, dropout 0) with a final LayerNorm, run
+with a causal mask, a Linear(C, V, bias=False) head; cross_entropy of the next token at every position, on
+windows of T + 1 tokens at random starts of a fixed text (train/cli/bench.cpp's language_model_bench).
+Either way AdamW(lr 5e-3, weight_decay 0.01 on every parameter, as tapegrad's). One step: forward, loss,
 zero_grad, backward, step. The batch and the timing follow train/cli/bench.cpp's run_bench exactly.
 
 Run it with /usr/bin/python3 (the interpreter that has torch).
@@ -61,6 +66,36 @@ class SequenceClassifier(nn.Module):
         return self.head(summed / counts)
 
 
+class LanguageModel(nn.Module):
+    """nn/language_model.h's model with its parameter names: embed, pos_embed, encoder (final norm), head."""
+
+    def __init__(self, vocab, d_model, heads, d_ff, layers, context, dropout=0.0):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.pos_embed = nn.Embedding(context, d_model)
+        self.dropout = nn.Dropout(dropout)
+        layer = nn.TransformerEncoderLayer(d_model, heads, d_ff, dropout=dropout, activation="gelu",
+                                           batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, norm=nn.LayerNorm(d_model), enable_nested_tensor=False)
+        self.head = nn.Linear(d_model, vocab, bias=False)
+        # -inf above the diagonal: position t attends to positions 0..t (additive, as nn.Transformer's
+        # generate_square_subsequent_mask)
+        self.register_buffer("causal", torch.triu(torch.full((context, context), float("-inf")), diagonal=1),
+                             persistent=False)
+
+    def forward(self, ids):  # ids (B, T) -> logits (B, T, V)
+        T = ids.shape[1]
+        x = self.dropout(self.embed(ids) + self.pos_embed.weight[:T])
+        return self.head(self.encoder(x, mask=self.causal[:T, :T]))
+
+
+def bench_text(vocab, T):
+    """language_model_bench's text: token i is (5·i + i/7) mod vocab, max(2^16, 2(T + 1)) tokens."""
+    n = max(1 << 16, 2 * (T + 1))
+    i = torch.arange(n, dtype=torch.int64)
+    return (5 * i + i // 7) % vocab
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # tapegrad train's names; the older --d-ff, --seq and --batch (tapegrad bench's before) are aliases
@@ -70,6 +105,8 @@ def main():
                                  (["classes"], "classes", 8), (["warmup"], "warmup", 20), (["steps"], "steps", 300),
                                  (["repeats"], "repeats", 5), (["threads"], "threads", 1)]:
         p.add_argument(*("--" + name for name in names), dest=dest, type=int, default=default)
+    p.add_argument("--model", choices=["classifier", "lm"], default="classifier",
+                   help="the classifier on a fixed batch, or the language model on random windows (--vocab: its V)")
     a = p.parse_args()
     if a.steps % a.repeats:
         p.error("--steps must be a multiple of --repeats")
@@ -77,19 +114,36 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
 
-    B, T, min_len = a.batch, a.seq, a.seq // 4
-    ids = torch.zeros(B, T, dtype=torch.int64)
-    pad = torch.zeros(B, T, dtype=torch.bool)
-    for b in range(B):
-        length = T if b == 0 else min_len + (31 * b) % (T - min_len + 1)
-        for t in range(T):
-            if t >= length:
-                pad[b, t] = True
-            else:
-                ids[b, t] = 3 + (17 * b + 5 * t) % (a.vocab - 3)
-    targets = torch.tensor([(7 * b) % a.classes for b in range(B)], dtype=torch.int64)
+    B, T = a.batch, a.seq
+    if a.model == "lm":
+        text = bench_text(a.vocab, T)
+        offsets = torch.arange(T + 1)
+        windows = torch.Generator().manual_seed(1)
+        model = LanguageModel(a.vocab, a.d_model, a.heads, a.d_ff, a.layers, T)
 
-    model = SequenceClassifier(a.vocab, a.d_model, a.heads, a.d_ff, a.layers, T, a.classes)
+        def loss_of_batch():
+            # B windows of T + 1 tokens at uniform starts in [0, n - T - 1], as tapegrad's bench draws them
+            starts = torch.randint(len(text) - T, (B, 1), generator=windows)
+            tokens = text[starts + offsets]  # (B, T + 1)
+            logits = model(tokens[:, :-1])
+            return F.cross_entropy(logits.reshape(B * T, a.vocab), tokens[:, 1:].reshape(B * T))
+    else:
+        min_len = T // 4
+        ids = torch.zeros(B, T, dtype=torch.int64)
+        pad = torch.zeros(B, T, dtype=torch.bool)
+        for b in range(B):
+            length = T if b == 0 else min_len + (31 * b) % (T - min_len + 1)
+            for t in range(T):
+                if t >= length:
+                    pad[b, t] = True
+                else:
+                    ids[b, t] = 3 + (17 * b + 5 * t) % (a.vocab - 3)
+        targets = torch.tensor([(7 * b) % a.classes for b in range(B)], dtype=torch.int64)
+        model = SequenceClassifier(a.vocab, a.d_model, a.heads, a.d_ff, a.layers, T, a.classes)
+
+        def loss_of_batch():
+            return F.cross_entropy(model(ids, pad), targets)
+
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3, weight_decay=0.01)
     params = sum(p.numel() for p in model.parameters())
@@ -98,8 +152,7 @@ def main():
 
     def step():
         nonlocal loss_value
-        logits = model(ids, pad)
-        loss = F.cross_entropy(logits, targets)
+        loss = loss_of_batch()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -124,11 +177,11 @@ def main():
     median, cpu_median = rates[len(rates) // 2], cpu_rates[len(cpu_rates) // 2]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
 
-    print(f"pytorch   d_model {a.d_model} heads {a.heads} d_ff {a.d_ff} layers {a.layers} T {T} batch {B} "
+    print(f"pytorch   {a.model} d_model {a.d_model} heads {a.heads} d_ff {a.d_ff} layers {a.layers} T {T} batch {B} "
           f"params {params}: {a.steps} steps in {total:.3f} s, median {median:.1f} steps/s "
           f"(chunks {rates[0]:.1f}..{rates[-1]:.1f}), per CPU second {cpu_median:.1f}, final loss {loss_value:.4f}  [torch {torch.__version__}]")
     print(f"pytorch   peak RSS {peak:.1f} MiB ({peak - start_rss:.1f} MiB above start-up, after import torch)")
-    print(f"RESULT steps_per_s={median:.3f} steps_per_cpu_s={cpu_median:.3f} peak_rss_mib={peak:.1f} rss_growth_mib={peak - start_rss:.1f}")
+    print(f"RESULT steps_per_s={median:.3f} tokens_per_s={median * B * T:.1f} steps_per_cpu_s={cpu_median:.3f} peak_rss_mib={peak:.1f} rss_growth_mib={peak - start_rss:.1f}")
 
 
 if __name__ == "__main__":

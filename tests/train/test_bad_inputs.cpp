@@ -174,7 +174,7 @@ std::vector<BadInput> numbers_and_sizes(const std::string& out) {
       {"bench with a model too large for the machine", "bench --d-model 1048576 --ff 1048576",
        "this model needs about"},
       {"bench with an unknown configuration after a good one", "bench --config small,huge",
-       "--config: unknown configuration 'huge' (registered: small, medium or long)"},
+       "--config: unknown configuration 'huge' (registered: small, medium, long or lm)"},
       {"gradcheck with a filter matching no case", "gradcheck --filter no-such-case",
        "--filter 'no-such-case' matches none of the"},
   }};

@@ -477,7 +477,46 @@ TEST_CASE("cli: bench's long configuration is issue 20's model at T = 2048 and -
   const Result help = run_cli(dir, "bench --help");
   REQUIRE(help.exit_code == 0);
   CHECK_THAT(help.out, Catch::Contains("long: d_model 256, 4 heads, d_ff 1024, 2 layers, T 2048, batch 2"));
-  require_one_line_error(run_cli(dir, "bench --config huge"), "(registered: small, medium or long)");
+  require_one_line_error(run_cli(dir, "bench --config huge"), "(registered: small, medium, long or lm)");
+}
+
+TEST_CASE("cli: bench's lm configuration times the language model: tokens/s, its FLOPs, no allocation once warm") {
+  const BenchConfig lm = bench_config("lm");
+  CHECK(lm.language_model);
+  CHECK(lm.d_model == 128);
+  CHECK(lm.heads == 4);
+  CHECK(lm.d_ff == 512);
+  CHECK(lm.layers == 4);
+  CHECK(lm.seq == 128);
+  CHECK(lm.batch == 32);
+  CHECK(lm.vocab == 96);
+  CHECK_NOTHROW(validate(lm));
+  TempDir dir("tapegrad_test_cli");
+  // 3 warm-up steps: after 1 the storage cache still misses (train/cli/bench.cpp). T = 128, the lm
+  // configuration's: below 128 keys attention takes the fused op, whose causal mask is built each forward.
+  const Result r = run_cli(dir, "bench --config lm --d-model 16 --heads 2 --ff 32 --layers 1 --batch-size 2 "
+                                "--warmup 3 --steps 5 --threads 1 --json");
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  const json j = json::parse(lines_of(r.out).at(0));
+  CHECK(j.at("config") == "lm");
+  CHECK(j.at("model") == "language_model");
+  CHECK(j.at("vocab") == 96);
+  CHECK(j.at("seq") == 128);
+  // embed 96·16, pos_embed 128·16, one pre-LN layer (4·16² + 4·16 attention, 2·16·32 + 32 + 16 feed-forward,
+  // 2 norms), the final norm, head 16·96 without bias
+  const int64_t layer = 4 * 16 * 16 + 4 * 16 + 2 * 16 * 32 + 32 + 16 + 2 * 2 * 16;
+  CHECK(j.at("parameters") == 96 * 16 + 128 * 16 + layer + 2 * 16 + 16 * 96);
+  CHECK(j.at("tokens_per_second").get<double>() == Approx(j.at("steps_per_second").get<double>() * 2 * 128));
+  // N = 256 positions, C 16, F 32, T 128; the head at every position: 2·N·C·V
+  const double flops = 2.0 * 256 * 16 * 48 + 2.0 * 256 * 16 * 16 + 4.0 * 2 * 128 * 128 * 16 + 4.0 * 256 * 16 * 32;
+  CHECK(j.at("gflop_per_step").get<double>() == Approx(3 * (flops + 2.0 * 256 * 16 * 96) / 1e9));
+  CHECK(std::isfinite(j.at("final_loss").get<double>()));
+#if defined(__SANITIZE_ADDRESS__)
+  CHECK(j.at("heap_allocations_per_step").is_null());
+#else
+  CHECK(j.at("heap_allocations_per_step") == 0);  // each step's windows are written into the same tensors
+#endif
 }
 
 TEST_CASE("train: cli a non-finite loss or weight stops training, and --detect-anomaly names the op that made it") {

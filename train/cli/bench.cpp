@@ -7,11 +7,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "autograd/autograd.h"
 #include "autograd/blas.h"
 #include "nn/classifier.h"
+#include "nn/language_model.h"
 #include "optim/adam.h"
 #include "train/train_options.h"
 #include "train/training_memory.h"
@@ -51,6 +54,20 @@ nn::ClassifierOptions bench_model(const BenchConfig& c) {
   return options;
 }
 
+/// The language model at the configuration's size: LanguageModelOptions' defaults (pre-LN, GELU, learned
+/// positions), no dropout.
+nn::LanguageModelOptions bench_language_model(const BenchConfig& c) {
+  nn::LanguageModelOptions options;
+  options.vocab_size = c.vocab;
+  options.d_model = c.d_model;
+  options.n_heads = c.heads;
+  options.d_ff = c.d_ff;
+  options.n_layers = c.layers;
+  options.context_length = c.seq;
+  options.dropout = 0;
+  return options;
+}
+
 NamedRegistry<BenchConfig>& registry() {
   static NamedRegistry<BenchConfig> all("configuration", "register_bench_config");
   return all;
@@ -70,6 +87,15 @@ const bool registered = [] {
                          .help = "d_model 256, 4 heads, d_ff 1024, 2 layers, T 2048, batch 2",
                          .d_model = 256, .heads = 4, .d_ff = 1024, .layers = 2, .seq = 2048, .batch = 2,
                          .warmup = 2, .steps = 50});
+  // The character language model `train --task lm` is run with on English text (about 100 characters: 96
+  // here), the PyTorch twin's lm configuration and scripts/lm_parity.py's model. About a second a step on 2
+  // shared cores, so 30 timed steps (5 chunks of 6); 3 warm-up steps, after which a step allocates nothing
+  // (after 1, the storage cache still misses).
+  register_bench_config({.name = "lm",
+                         .help = "language model: d_model 128, 4 heads, d_ff 512, 4 layers, T 128, batch 32, vocab 96, "
+                                 "pre-LN, GELU",
+                         .d_model = 128, .heads = 4, .d_ff = 512, .layers = 4, .seq = 128, .batch = 32, .vocab = 96,
+                         .language_model = true, .warmup = 3, .steps = 30});
   return true;
 }();
 
@@ -108,18 +134,20 @@ void validate(const BenchConfig& c) {
   // The model run_bench builds, as train's memory check sees it: refused before any of it is allocated.
   TrainOptions as_trained;
   as_trained.batch_size = c.batch;
-  as_trained.model = bench_model(c);
+  as_trained.model = c.language_model ? nn::body_options(bench_language_model(c)) : bench_model(c);
   check_memory(as_trained, "--batch-size, --context-length, --d-model, --ff or --layers");
 }
 
 // Per layer, with N = batch · T token rows, C = d_model, F = d_ff, T the sequence length:
 //   q|k|v projection 2·N·C·3C, output projection 2·N·C·C, q kᵀ and P v 2 · 2·batch·T·T·C (over all heads),
-//   feed-forward 2 · 2·N·C·F;  plus the head 2·batch·C·classes.  A step is 3 × that (see the header).
+//   feed-forward 2 · 2·N·C·F;  plus the head: 2·batch·C·classes (classifier, on the pooled rows) or
+//   2·N·C·vocab (language model, at every position).  A step is 3 × that (see the header).
 double step_flops(const BenchConfig& c) {
   const double N = static_cast<double>(c.batch * c.seq), C = static_cast<double>(c.d_model);
   const double T = static_cast<double>(c.seq), F = static_cast<double>(c.d_ff);
   const double layer = 2 * N * C * 3 * C + 2 * N * C * C + 4 * static_cast<double>(c.batch) * T * T * C + 4 * N * C * F;
-  const double head = 2.0 * static_cast<double>(c.batch) * C * static_cast<double>(c.classes);
+  const double head = c.language_model ? 2 * N * C * static_cast<double>(c.vocab)
+                                       : 2.0 * static_cast<double>(c.batch) * C * static_cast<double>(c.classes);
   return 3 * (static_cast<double>(c.layers) * layer + head);
 }
 
@@ -144,13 +172,21 @@ double thread_scaling(Step& step, int64_t chunk, const BenchConfig& c) {
   return ratios[ratios.size() / 2];
 }
 
-BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
-  validate(c);
-  start_threads(c.threads);
+namespace {
 
-  // The fixed batch, a pure function of (B, T, vocab, classes) that bench/train_step_torch.py builds too:
-  // row b has length T/4 + (31·b mod (T - T/4 + 1)) (row 0 has T), token t of row b is
-  // 3 + ((17·b + 5·t) mod (vocab - 3)), pads are id 0 and masked, target b is (7·b) mod classes.
+/// What a timed step trains: the model, its encoder (for activation checkpointing) and the loss of the
+/// step's batch, recorded on the tape.
+struct BenchModel {
+  std::unique_ptr<nn::Module> module;
+  nn::TransformerEncoder* encoder = nullptr;
+  std::function<Tensor()> loss;
+};
+
+/// The default model of `tapegrad train` at this size (post-LN, relu, learned positions, mean pooling, no
+/// dropout) on a fixed batch, a pure function of (B, T, vocab, classes) that bench/train_step_torch.py builds
+/// too: row b has length T/4 + (31·b mod (T - T/4 + 1)) (row 0 has T), token t of row b is
+/// 3 + ((17·b + 5·t) mod (vocab - 3)), pads are id 0 and masked, target b is (7·b) mod classes.
+BenchModel classifier_bench(const BenchConfig& c, Generator& init) {
   const int64_t B = c.batch, T = c.seq, min_len = T / 4;
   std::vector<int64_t> token_ids(B * T), targets(B);
   std::vector<int> pads(B * T);
@@ -163,15 +199,63 @@ BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
     targets[b] = (7 * b) % c.classes;
   }
   const Tensor id_tensor = ids(token_ids, {B, T}), padding = mask(pads, {B, T}), target_tensor = ids(targets, {B});
+  auto model = std::make_unique<nn::SequenceClassifier>(bench_model(c), init, nullptr);
+  const nn::SequenceClassifier* m = model.get();
+  nn::TransformerEncoder* encoder = &model->encoder();
+  return {std::move(model), encoder,
+          [m, id_tensor, padding, target_tensor] { return cross_entropy(m->forward(id_tensor, padding), target_tensor); }};
+}
 
-  // The default model of `tapegrad train` at this size (post-LN, relu, learned positions, mean pooling,
-  // no dropout) and its optimizer (AdamW, lr 5e-3, weight decay 0.01).
+/// Tokens in the language model's text (512 KiB of ids, about 500 windows at T = 128): its length changes no
+/// step's work, only how often two windows of a batch overlap.
+constexpr int64_t kBenchTextTokens = int64_t{1} << 16;
+
+/// The language model (bench_language_model) on windows of T + 1 tokens at uniformly random starts of a
+/// fixed text, as `train --task lm` draws them (train/data/token_windows.h), each step's loss the
+/// cross-entropy of the next token at every position (NextTokenModel::loss). Token i of the text is
+/// (5·i + i/7) mod vocab, which bench/train_step_torch.py builds too: a pattern the model can learn from the
+/// tokens before, so the final loss falls on both sides. Each step's windows are written into the same input
+/// and target tensors (the last step's tape is gone by then), so drawing a batch allocates nothing, which
+/// NextTokenModel's vectors of Examples would.
+BenchModel language_model_bench(const BenchConfig& c, Generator& init) {
+  const int64_t B = c.batch, T = c.seq, V = c.vocab, n = std::max(kBenchTextTokens, 2 * (T + 1));
+  auto text = std::make_shared<std::vector<int64_t>>(n);
+  for (int64_t i = 0; i < n; ++i) (*text)[i] = (5 * i + i / 7) % V;
+  const Tensor inputs = ids(std::vector<int64_t>(B * T, 0), {B, T}), targets = ids(std::vector<int64_t>(B * T, 0), {B * T});
+  auto windows = std::make_shared<Generator>(1);  // any fixed seed: where the windows start changes no step's work
+  auto model = std::make_unique<nn::LanguageModel>(bench_language_model(c), init, nullptr);
+  const nn::LanguageModel* m = model.get();
+  nn::TransformerEncoder* encoder = &model->encoder();
+  return {std::move(model), encoder, [=] {
+            int64_t* x = inputs.data<int64_t>();
+            int64_t* y = targets.data<int64_t>();
+            for (int64_t b = 0; b < B; ++b) {
+              const auto start = static_cast<int64_t>(windows->below(static_cast<uint64_t>(n - T)));  // [0, n - T - 1]
+              std::copy_n(text->begin() + start, T, x + b * T);
+              std::copy_n(text->begin() + start + 1, T, y + b * T);
+            }
+            // Written in place: a node still holding them (none should) refuses them rather than read new ids.
+            ++inputs.storage()->version;
+            ++targets.storage()->version;
+            const Tensor logits = m->forward(inputs);  // (B, T, V)
+            return cross_entropy(reshape(logits, {B * T, V}), targets);
+          }};
+}
+
+}  // namespace
+
+BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
+  validate(c);
+  start_threads(c.threads);
+
+  // The model and its optimizer (AdamW, lr 5e-3, weight decay 0.01: train's defaults).
   Generator init(0);
-  nn::SequenceClassifier model(bench_model(c), init, nullptr);
+  BenchModel bench = c.language_model ? language_model_bench(c, init) : classifier_bench(c, init);
+  nn::Module& model = *bench.module;
   model.train();
   // train's rule for the same model (--activation-checkpointing auto: from kCheckpointFromPositions on).
   const bool checkpointed = checkpoints_activations(c.activation_checkpointing, c.seq, false);
-  model.encoder().set_activation_checkpointing(checkpointed);
+  bench.encoder->set_activation_checkpointing(checkpointed);
   optim::AdamW optimizer(model.named_parameters(), {.lr = 5e-3, .weight_decay = 0.01});
 
   double loss_value = 0;
@@ -182,8 +266,7 @@ BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
       ProfileScope phase("zero_grad");
       optimizer.zero_grad();
     }
-    const Tensor logits = model.forward(id_tensor, padding);
-    const Tensor loss = cross_entropy(logits, target_tensor);
+    const Tensor loss = bench.loss();
     backward(loss);
     {
       ProfileScope phase("optimizer step (AdamW)");
@@ -220,7 +303,7 @@ BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
   r.config = c;
   r.parameters = model.parameter_count();
   r.steps_per_second = rates[rates.size() / 2];
-  r.tokens_per_second = r.steps_per_second * static_cast<double>(B * T);
+  r.tokens_per_second = r.steps_per_second * static_cast<double>(c.batch * c.seq);
   r.gflops = r.steps_per_second * step_flops(c) / 1e9;
   r.peak_gflops = peak_gflops;
   r.utilisation = peak_gflops > 0 ? r.gflops / peak_gflops : 0;

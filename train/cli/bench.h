@@ -1,7 +1,8 @@
 #pragma once
-// `tapegrad bench`: timed training steps of a SequenceClassifier on a fixed batch, with the figures that
-// say how close they come to the machine (model FLOP/s against a measured FMA peak), the BLAS kernels,
-// threads, memory and heap allocations. docs/performance.md explains every figure.
+// `tapegrad bench`: timed training steps of a SequenceClassifier on a fixed batch, or of a LanguageModel on
+// random windows of a fixed text, with the figures that say how close they come to the machine (model
+// FLOP/s against a measured FMA peak), the BLAS kernels, threads, memory and heap allocations.
+// docs/performance.md explains every figure.
 #include <cstdint>
 #include <string>
 
@@ -16,6 +17,9 @@ namespace tapegrad {
 struct BenchConfig {
   std::string name = "custom", help = {};
   int64_t d_model = 64, heads = 4, d_ff = 128, layers = 2, seq = 32, batch = 64, vocab = 11, classes = 8;
+  // The language model's step (nn/language_model.h: pre-LN, GELU, learned positions, causal, the loss at
+  // every position) on windows of seq + 1 tokens; classes is not read. False: the classifier's step.
+  bool language_model = false;
   int64_t warmup = 20, steps = 200, repeats = 5;
   int threads = 0;  // 0: every core
   bool profile = false;  // after the timed steps, as many again profiled (profile.h)
@@ -27,11 +31,12 @@ struct BenchConfig {
 /// ValueError. Returns true, so that a file registers at load time.
 bool register_bench_config(BenchConfig config);
 /// The registered configurations: "small" (d_model 64, 4 heads, d_ff 128, 2 layers, T 32, batch 64),
-/// "medium" (d_model 256, 8 heads, d_ff 1024, 4 layers, T 128, batch 32) and "long" (d_model 256, 4 heads,
-/// d_ff 1024, 2 layers, T 2048, batch 2) first.
+/// "medium" (d_model 256, 8 heads, d_ff 1024, 4 layers, T 128, batch 32), "long" (d_model 256, 4 heads,
+/// d_ff 1024, 2 layers, T 2048, batch 2) and "lm" (a character language model, pre-LN and GELU:
+/// d_model 128, 4 heads, d_ff 512, 4 layers, T 128, batch 32, vocab 96) first.
 const NamedRegistry<BenchConfig>& bench_configs();
 /// A copy of the configuration registered as name; a ValueError "--config: unknown configuration 'x'
-/// (registered: small, medium or long)" for another name.
+/// (registered: small, medium, long or lm)" for another name.
 BenchConfig bench_config(const std::string& name);
 
 /// Refuses, naming `tapegrad bench`'s flags (train's names: --ff, --context-length, --batch-size), a
@@ -42,7 +47,8 @@ BenchConfig bench_config(const std::string& name);
 void validate(const BenchConfig& config);
 
 /// Floating-point operations of one training step: 3 × the forward pass's matrix products (forward,
-/// and backward's two products per forward product), counting a multiply-add as 2.
+/// and backward's two products per forward product), counting a multiply-add as 2. A language model's
+/// attention is counted over all T × T scores, as the classifier's (the usual convention for causal MFU).
 double step_flops(const BenchConfig& config);
 
 struct BenchResult {

@@ -8,7 +8,7 @@
 namespace tapegrad::cli {
 
 struct BenchFlags {
-  // `long` (about a minute) runs when asked for by name
+  // `long` (about a minute) and `lm` run when asked for by name
   std::vector<std::string> configs{"small", "medium"};
   int64_t d_model = 0, heads = 0, d_ff = 0, layers = 0, seq = 0, batch = 0, warmup = 0, steps = 0;  // when given
   int threads = 0;

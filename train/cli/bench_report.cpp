@@ -27,6 +27,8 @@ nlohmann::json profile_json(const BenchResult& r) {
 nlohmann::json to_json(const BenchResult& r) {
   const BenchConfig& c = r.config;
   return {{"config", c.name},
+          {"model", c.language_model ? "language_model" : "classifier"},
+          {"vocab", c.vocab},
           {"d_model", c.d_model},
           {"heads", c.heads},
           {"d_ff", c.d_ff},
@@ -63,12 +65,13 @@ std::string describe(const BenchResult& r) {
   const std::string heap = r.heap_allocations_per_step < 0 ? std::string("not counted")
                                                            : cat(static_cast<int64_t>(r.heap_allocations_per_step + 0.5));
   std::snprintf(text, sizeof text,
-                "%s: d_model %lld, %lld heads, d_ff %lld, %lld layers, T %lld, batch %lld (%lld parameters)%s\n"
+                "%s: %sd_model %lld, %lld heads, d_ff %lld, %lld layers, T %lld, batch %lld (%lld parameters)%s\n"
                 "  %.2f steps/s, %.0f tokens/s, %.1f GFLOP/s of %.1f GFLOP per step: %.1f%% of the FMA peak (%.0f GFLOP/s)\n"
                 "  CPU: %s, %d-bit vectors (%s)\n"
                 "  %d thread%s; BLAS: %s, kernels %s\n"
                 "  peak RSS %.1f MiB; per step: %s heap allocations, %.2f new buffer mappings\n",
-                c.name.c_str(), static_cast<long long>(c.d_model), static_cast<long long>(c.heads),
+                c.name.c_str(), c.language_model ? cat("language model, vocab ", c.vocab, ", ").c_str() : "",
+                static_cast<long long>(c.d_model), static_cast<long long>(c.heads),
                 static_cast<long long>(c.d_ff), static_cast<long long>(c.layers), static_cast<long long>(c.seq),
                 static_cast<long long>(c.batch), static_cast<long long>(r.parameters),
                 r.checkpointed ? "; activations recomputed in backward (--activation-checkpointing)" : "", r.steps_per_second,
