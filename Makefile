@@ -9,7 +9,7 @@ PACKAGES   := cmake g++ make libopenblas-dev catch2 libcli11-dev nlohmann-json3-
 TEST_PACKAGES := $(PACKAGES) libopenmpi-dev openmpi-bin iproute2
 SUDO       := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps test-deps build demo test test-asan install soak fuzz bench bench-lm bench-products bench-mpi \
+.PHONY: all deps test-deps build demo lm-demo test test-asan install soak fuzz bench bench-lm bench-products bench-mpi \
         bench-long-scaling clean
 
 all: build
@@ -33,6 +33,18 @@ build: deps $(BUILD)/CMakeCache.txt
 demo: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) --target tapegrad -j $(JOBS)
 	./$(BUILD)/tapegrad train --task majority --target-acc 0.99 --steps 3000 --out runs/demo --overwrite
+
+# A character language model of the fortunes corpus (Debian's fortunes package, about 2.5 MB of English;
+# docs/language_models.md): about 6 minutes on 2 cores. Then sample from it:
+#   ./build/tapegrad generate --checkpoint runs/fortunes --prompt "The " --max-new-tokens 300 --temperature 0.8 --seed 1
+LM_DEMO_STEPS ?= 600
+lm-demo: deps $(BUILD)/CMakeCache.txt
+	@$(MAKE) --no-print-directory deps PACKAGES="$(PACKAGES) fortunes"
+	cmake --build $(BUILD) --target tapegrad -j $(JOBS)
+	mkdir -p runs && scripts/fortunes_corpus.sh runs/fortunes.txt
+	./$(BUILD)/tapegrad train --task lm --data runs/fortunes.txt --context-length 128 --d-model 128 --heads 4 \
+	  --ff 512 --layers 4 --norm-first --activation gelu --dropout 0 --batch-size 32 --lr 1e-3 --warmup 50 \
+	  --schedule cosine --steps $(LM_DEMO_STEPS) --eval-every 200 --out runs/fortunes --overwrite
 
 # Configured again (a second or two): a build tree made before `make test` installed MPI then finds it.
 test-deps:

@@ -135,7 +135,7 @@ void log_start(const Run& run, std::ostream& log) {
         << " = " << o.batch_size * ranks << " per step";
   log << ", context " << o.context_length << ", ";
   if (language_model)
-    log << run.data.tokenizer->vocab_size() << " " << tokenizer_kind_name(run.data.tokenizer->kind()) << " tokens";
+    log << run.data.tokenizer->vocab_size() << " tokens (" << tokenizer_kind_name(run.data.tokenizer->kind()) << ")";
   else
     log << run.data.vocab.size() << " tokens, " << run.data.labels.size() << " classes";
   log << ") into " << o.out << "\n";

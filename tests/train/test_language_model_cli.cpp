@@ -115,7 +115,7 @@ TEST_CASE("train: lm words tokenizer trains and generates whole words") {
       run_cli(dir, cat("train --task lm --tokenizer words --data ", quote(text), kSmallLm, " --steps 20 --out ", quote(out)));
   INFO(trained.err);
   REQUIRE(trained.exit_code == 0);
-  CHECK_THAT(trained.err, Catch::Contains("words tokens"));
+  CHECK_THAT(trained.err, Catch::Contains("tokens (words)"));
   const json generated = last_json_line(
       run_cli(dir, cat("generate --checkpoint ", quote(out), " --prompt 'the dog' --max-new-tokens 5 --json")));
   CHECK(generated.at("text").get<std::string>().rfind("the dog ", 0) == 0);  // words joined by spaces
@@ -147,7 +147,7 @@ TEST_CASE("train: lm bpe tokenizer learnt from the text is kept in the run, and 
       dir, cat("train --task lm --tokenizer bpe --vocab-size 60 --data ", quote(text), kSmallLm, " --steps 10 --out ", quote(out)));
   INFO(trained.err);
   REQUIRE(trained.exit_code == 0);
-  CHECK_THAT(trained.err, Catch::Contains("60 bpe tokens"));
+  CHECK_THAT(trained.err, Catch::Contains("60 tokens (bpe)"));
   CHECK(fs::exists(fs::path(out) / "tokenizer.model"));  // SentencePiece's own file, beside tokenizer.json
   const json generated = last_json_line(
       run_cli(dir, cat("generate --checkpoint ", quote(out), " --prompt 'the café' --max-new-tokens 8 --json")));

@@ -149,7 +149,7 @@ void check_flag_values(const TrainFlags& f) {
 }  // namespace
 
 void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
-  auto* cmd = app.add_subcommand("train", "Train a transformer encoder classifier on a built-in task or a TSV file");
+  auto* cmd = app.add_subcommand("train", "Train a transformer encoder classifier on a built-in task or a TSV file, or a language model on a text file (--task lm)");
   const std::vector<TrainFlag> table = train_flag_table(f);  // every flag, defined from its row
   for (const TrainFlag& row : table) row.add(cmd);
   cmd->callback([&f, program, cmd, table] {
