@@ -215,6 +215,15 @@ TEST_CASE("mpi: exact reduction: N ranks x batch b are one rank x batch N·b wit
     ranks(4, dir / "one_buffer", cat(model, " --batch-size 16 --steps 5 --eval-every 5 --no-overlap"));
     CHECK(read_file(dir / "one_buffer/model.safetensors") == read_file(dir / "adamw_4/model.safetensors"));
   }
+  SECTION("a language model (--task lm): the ranks share each step's random windows") {
+    std::string text;
+    for (int i = 0; i < 80; ++i) text += cat("the fox ", i % 7, " jumps over the lazy dog.\n");
+    const std::string corpus = dir.file("corpus.txt", text);
+    compare("lm",
+            cat("--task lm --data ", quote(corpus), " --context-length 16 --d-model 16 --heads 2 --ff 32 --threads 1 ",
+                "--seed 3 --optimizer sgd --momentum 0"),
+            16, " --lr 0.1 --steps 1 --eval-every 1", 1e-5);
+  }
   SECTION("a TSV in epochs, its last batch split unevenly: every example once per epoch, weighted by its share") {
     // 90 training examples (100 lines, 10 held out) in batches of 24: the fourth batch of each epoch has
     // 18, which 4 ranks share as 5, 5, 4, 4.
