@@ -113,6 +113,7 @@ void add_generate(CLI::App& app, GenerateFlags& f) {
       return;
     }
     std::fputs("\n", stdout);
+    std::fflush(stdout);  // the text before the timing line, where both go to one terminal
     std::fprintf(stderr, "%zu tokens in %.2f s (%.1f tokens/s, %s)\n", tokens.size(), seconds,
                  static_cast<double>(tokens.size()) / std::max(seconds, 1e-9),
                  cached ? "KV cache" : f.no_cache ? "no cache: --no-cache" : "no cache: the model's attention keeps none");

@@ -38,8 +38,8 @@ void Progress::validating(int64_t step, int64_t total_steps, int64_t examples, d
                 format_duration(expected_seconds).c_str());
   if (live_) {
     log_ << "\r\033[K" << line << std::flush;
-  } else if (!said_long_validation_) {
-    log_ << line << "; --valid-size sets how many a built-in task has\n" << std::flush;
+  } else if (!said_long_validation_) {  // a language model's windows are its held-out text: no flag sets them
+    log_ << line << (characters_per_token_ > 0 ? "\n" : "; --valid-size sets how many a built-in task has\n") << std::flush;
   }
   said_long_validation_ = true;
 }
