@@ -59,7 +59,7 @@ namespace {
 
 /// The paths of options, absolute (trainer.json saves them so, and --resume works from any working directory).
 TrainOptions with_absolute_paths(TrainOptions options) {
-  for (std::string* path : {&options.data, &options.valid, &options.init})
+  for (std::string* path : {&options.data, &options.valid, &options.init, &options.tokenizer_model})
     if (!path->empty()) *path = fs::absolute(*path).lexically_normal().string();
   return options;
 }
