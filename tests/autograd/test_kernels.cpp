@@ -12,6 +12,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/kernels/exp.h"
+#include "autograd/kernels/gelu.h"
 #include "autograd/kernels/gemm.h"
 #include "autograd/kernels/grad_ptr.h"
 #include "autograd/kernels/layernorm.h"
@@ -127,6 +128,100 @@ TEST_CASE("kernels: exp_shifted_fast is within 2 ulp of exp over float's range, 
   std::vector<float> shifted{1.0f, 2.0f, 3.0f}, out(3);
   exp_shifted_fast(shifted.data(), 3.0f, out.data(), 3);
   CHECK(out[2] == 1.0f);  // exp(0) is exact
+}
+
+namespace {
+
+/// gelu_forward and gelu_backward (assign and add) against their double references on x, with dy = 1 + x/7
+/// (so dx is not the slope alone) and, for add, dx starting at 0.25. The bound, relative, where Φ(x) =
+/// ½ erfc(-x/√2) comes from a fit good to 1.2e-7 and exp_shifted_fast to 2 ulp:
+///   forward : |y - ref| <= 5e-7 (1 + x²) |ref| + atol
+///   backward: |dx - ref| <= 5e-7 (1 + x²) |dy| (Φ + |x| φ) + atol   (the terms' size: Φ + xφ cancels at
+///                                                                     x ≈ -0.75, where dx passes 0)
+/// 5e-7 is about 4 ulp. The factor 1 + x² is Φ's own sensitivity in the negative tail (x Φ'/Φ ≈ x²: the
+/// exponent -x²/2 rounds to half an ulp of x²/2 there). atol = 2^-125 (1 + |x|) for y and 2^-125 (1 + |x|) |dy|
+/// for dx: exp_shifted_fast flushes exponentials below float's smallest normal (e^-87.3 = 2^-126) to 0, and
+/// y and dx carry those times x (from |x| = 13.2 on).
+void check_gelu(const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  const size_t len = x.size();
+  std::vector<float> y(len), y_ref(len), dy(len), dx(len), dx_ref(len), dx_add(len, 0.25f), dx_add_ref(len, 0.25f);
+  for (size_t i = 0; i < len; ++i) dy[i] = 1.0f + x[i] / 7.0f;
+  gelu_forward(x.data(), y.data(), n);
+  gelu_forward_reference(x.data(), y_ref.data(), n);
+  gelu_backward(dy.data(), x.data(), assign_to(dx.data()), n);
+  gelu_backward_reference(dy.data(), x.data(), assign_to(dx_ref.data()), n);
+  gelu_backward(dy.data(), x.data(), GradPtr<float, GradMode::add>(dx_add.data()), n);
+  gelu_backward_reference(dy.data(), x.data(), GradPtr<float, GradMode::add>(dx_add_ref.data()), n);
+  constexpr double kRel = 5e-7, kAtol = 0x1p-125;
+  int64_t failures = 0;
+  double worst_y = 0, worst_dx = 0;  // in units of the bound's relative part
+  for (size_t i = 0; i < len; ++i) {
+    const double v = x[i], scale = 1 + v * v;
+    const double cdf = 0.5 * std::erfc(-v / std::sqrt(2.0)), pdf = std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI);
+    const double terms = std::abs(static_cast<double>(dy[i])) * (cdf + std::abs(v) * pdf);
+    const auto fails = [&, v](double got, double want, double size, double& worst, double atol) {
+      if (std::isnan(want) || std::isnan(got)) return std::isnan(want) != std::isnan(got);
+      if (std::isinf(want) || std::isinf(got)) return got != want;
+      const double err = std::abs(got - want);
+      if (std::abs(want) > 1e-30) worst = std::max(worst, err / (kRel * scale * size));
+      return err > kRel * scale * size + atol;
+    };
+    const double atol_y = kAtol * (1 + std::abs(v)), atol_dx = atol_y * std::abs(static_cast<double>(dy[i]));
+    const bool bad = fails(y[i], y_ref[i], std::abs(static_cast<double>(y_ref[i])), worst_y, atol_y) |
+                     fails(dx[i], dx_ref[i], terms, worst_dx, atol_dx) |
+                     fails(dx_add[i], dx_add_ref[i], terms + 0.25, worst_dx, atol_dx);
+    if (bad && ++failures <= 5)
+      UNSCOPED_INFO("x = " << x[i] << ": y " << y[i] << " (reference " << y_ref[i] << "), dx " << dx[i]
+                           << " (reference " << dx_ref[i] << "), dx added " << dx_add[i] << " (reference "
+                           << dx_add_ref[i] << ")");
+  }
+  INFO("n = " << n << ", worst error in units of the bound: forward " << worst_y << ", backward " << worst_dx);
+  CHECK(failures == 0);
+}
+
+}  // namespace
+
+TEST_CASE("kernels: gelu_forward and gelu_backward against the double std::erfc references, x from -10 to 10") {
+  std::vector<float> x;
+  for (int64_t k = -200000; k <= 200000; ++k) x.push_back(static_cast<float>(k) * 5e-5f);  // step 5e-5
+  // Every 4099th bit pattern with |x| < 16: the small magnitudes (down to subnormals) a step misses.
+  for (uint32_t bits = 0; bits < 0x41800000u; bits += 4099) {
+    x.push_back(std::bit_cast<float>(bits));
+    x.push_back(-std::bit_cast<float>(bits));
+  }
+  check_gelu(x);
+}
+
+TEST_CASE("kernels: gelu at the special values in every lane and the tail, and at lengths 0, 1, 7, 1003") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), tiny = std::numeric_limits<float>::denorm_min(),
+              big = std::numeric_limits<float>::max();
+  const std::vector<float> special = {0.0f, -0.0f, tiny, -tiny, 1e-30f, -1e-30f, 1e-8f, -1e-8f, 13.0f, -13.0f,
+                                      -13.2f, -14.0f, -20.0f, 1e19f, -1e19f, 1e20f, -1e20f, big, -big,
+                                      kInfF, -kInfF, nan};
+  for (size_t lane = 0; lane < 16; ++lane) {
+    std::vector<float> row(273, -0.5f);  // a chunk of 256 and a tail of 17
+    for (float v : special) {
+      row[lane] = row[256 + lane] = v;
+      check_gelu(row);
+    }
+  }
+  // y(+inf) = +inf; y(-inf) = -inf · 0 = NaN and dx(±inf) = NaN, as x · ½(1 + erf(x/√2)) gives;
+  // y(-0) = -0; far in the negative tail y is -0 (x times a Φ that underflowed).
+  std::vector<float> y(special.size());
+  gelu_forward(special.data(), y.data(), static_cast<int64_t>(special.size()));
+  CHECK(y[special.size() - 3] == kInfF);
+  CHECK(std::isnan(y[special.size() - 2]));
+  CHECK(std::isnan(y.back()));
+  CHECK((y[1] == 0.0f && std::signbit(y[1])));
+  CHECK(y[18] == 0.0f);  // -FLT_MAX
+  Generator gen(5);
+  for (int64_t n : {0, 1, 7, 1003}) check_gelu(normal_row<float>(gen, n, 3));
+  // In place (y may be x): the same bits as into another array.
+  std::vector<float> x = normal_row<float>(gen, 300, 3), expected(300);
+  gelu_forward(x.data(), expected.data(), 300);
+  gelu_forward(x.data(), x.data(), 300);
+  CHECK(x == expected);
 }
 
 TEST_CASE("kernels: four-chain row reductions against one running sum") {

@@ -240,7 +240,7 @@ TEST_CASE("next-token model: AdamW sees a tied table once and updates it once pe
                     "AdamW: parameters 'embed.weight' and 'head.weight' are the same tensor; list shared weights once");
 }
 
-TEST_CASE("next-token model: a tied checkpoint holds both names and loads back tied; an untied one is refused") {
+TEST_CASE("next-token model: a tied checkpoint holds both names and loads back tied, an untied one is refused") {
   const testing::TempDir dir;
   NextTokenModel model(small_model(5, 8, 5, true));
   const Vocab vocab = Vocab::build({"a b c"});
