@@ -2,6 +2,7 @@
 // directory, --resume continuing bit-identically, `generate` (the same seed gives the same text, the KV cache
 // the same text as recomputing), `eval` agreeing with training's validation, and every bad input one line.
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -27,6 +28,7 @@ std::string corpus(int lines) {
 }
 
 const std::string kSmallLm = " --context-length 24 --d-model 16 --heads 2 --ff 32 --batch-size 8 --eval-every 20";
+const std::string kSmallLmOften = " --context-length 24 --d-model 16 --heads 2 --ff 32 --batch-size 8 --eval-every 5";
 
 json last_json_line(const Result& r) {
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
@@ -66,6 +68,26 @@ TEST_CASE("train: lm resumed from a checkpoint ends with the weights of an unint
   INFO(resumed.err);
   REQUIRE(resumed.exit_code == 0);
   CHECK(read_file(dir / "whole/model.safetensors") == read_file(dir / "parts/model.safetensors"));
+}
+
+TEST_CASE("train: lm killed with SIGKILL mid-run leaves a checkpoint that resumes and generates") {
+  TempDir dir("tapegrad_test_lm_cli");
+  const std::string text = dir.file("corpus.txt", corpus(120)), out = dir / "run";
+  // Checkpoints every 5 steps of a run far longer than the 3 seconds it is given.
+  const Result killed = run_shell(dir, cat("timeout -s KILL 3 ", tapegrad_command(), " train --task lm --data ", quote(text),
+                                           kSmallLmOften, " --steps 1000000 --out ", quote(out)));
+  INFO("exit " << killed.exit_code << ", stderr: " << killed.err.substr(0, 400));
+  REQUIRE(killed.signal == SIGKILL);
+  const json state = json::parse(read_file(out + "/trainer.json"));
+  const int64_t step = state.at("step");
+  REQUIRE(step >= 5);
+  const Result resumed = run_cli(dir, cat("train --resume ", quote(out), " --steps ", step + 5));
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(json::parse(read_file(out + "/trainer.json")).at("step") == step + 5);
+  const Result generated = run_cli(dir, cat("generate --checkpoint ", quote(out), " --prompt 'the' --max-new-tokens 5"));
+  INFO(generated.err);
+  CHECK(generated.exit_code == 0);
 }
 
 TEST_CASE("train: lm generate and eval read the run directory alone") {
