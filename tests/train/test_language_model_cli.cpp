@@ -73,9 +73,13 @@ TEST_CASE("train: lm resumed from a checkpoint ends with the weights of an unint
 TEST_CASE("train: lm killed with SIGKILL mid-run leaves a checkpoint that resumes and generates") {
   TempDir dir("tapegrad_test_lm_cli");
   const std::string text = dir.file("corpus.txt", corpus(120)), out = dir / "run";
-  // Checkpoints every 5 steps of a run far longer than the 3 seconds it is given.
-  const Result killed = run_shell(dir, cat("timeout -s KILL 3 ", tapegrad_command(), " train --task lm --data ", quote(text),
-                                           kSmallLmOften, " --steps 1000000 --out ", quote(out)));
+  // Checkpoints every 5 steps of a run far longer than the test: killed once its first checkpoint is published
+  // (waited for, not timed, so that a slow build such as the sanitizers' gets there too).
+  const std::string trainer_json = quote(out + "/trainer.json");
+  const Result killed = run_shell(
+      dir, cat(tapegrad_command(), " train --task lm --data ", quote(text), kSmallLmOften, " --steps 1000000 --out ",
+               quote(out), " & pid=$!; i=0; while [ ! -e ", trainer_json, " ] && [ $i -lt 3000 ]; do sleep 0.1; ",
+               "i=$((i + 1)); done; sleep 0.3; kill -9 $pid; wait $pid"));
   INFO("exit " << killed.exit_code << ", stderr: " << killed.err.substr(0, 400));
   REQUIRE(killed.signal == SIGKILL);
   const json state = json::parse(read_file(out + "/trainer.json"));
