@@ -36,7 +36,6 @@ void fit_model_to_data(TrainOptions& o, const TrainingData& data) {
   if (data.tokenizer) {
     o.context_length = language_model_context(o);
     o.model.vocab_size = data.tokenizer->vocab_size();
-    o.model.context_length = o.context_length;
     o.model = nn::body_options(language_model_options(o));  // what trainer.json records: the LM's own reading
     return;
   }
