@@ -172,4 +172,14 @@ void parallel_for(int64_t n, int64_t grain, RangeFn fn) {
   pool().run(n, grain, fn);
 }
 
+void parallel_for_each_dynamic(int64_t n, int64_t grain, RangeFn fn) {
+  if (n <= 0) return;
+  const int64_t threads = inside_parallel_region || n <= grain ? 1 : std::min<int64_t>(n, num_threads());
+  std::atomic<int64_t> next{0};
+  parallel_for(threads, 1, [&](int64_t, int64_t) {
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < n; i = next.fetch_add(1, std::memory_order_relaxed))
+      fn(i, i + 1);
+  });
+}
+
 }  // namespace tapegrad

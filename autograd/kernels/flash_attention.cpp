@@ -31,21 +31,37 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finaliser: every input bit reaches
   return x ^ (x >> 31);
 }
 
-/// True when some score of the block (queries i0.., keys j0.., rows × cols) is more than scale · q kᵀ.
-bool block_needs_scoring(const HeadScoring& scoring, int64_t i0, int64_t j0, int64_t cols) {
-  return scoring.hidden_keys != nullptr || scoring.alibi_slope != 0 || (scoring.causal && j0 + cols - 1 > i0);
+/// How many of keys j0 .. j0 + cols the key padding mask hides. A block whose keys are all hidden is skipped
+/// whole (its probabilities are 0): a short row padded to the batch's length costs only its own keys.
+int64_t hidden_keys_in(const HeadScoring& scoring, int64_t j0, int64_t cols) {
+  if (scoring.hidden_keys == nullptr) return 0;
+  return std::count(scoring.hidden_keys + j0, scoring.hidden_keys + j0 + cols, true);
 }
 
-/// Row i of a block of scores, keys j0 .. j0 + cols: masks as -inf, the ALiBi bias added.
+/// The key padding mask of keys j0 .. j0 + cols as an additive row (-inf hidden, 0 seen), so that rows
+/// apply it as one vectorised add.
 template <class T>
-void score_row(T* row, int64_t i, int64_t j0, int64_t cols, const HeadScoring& scoring) {
-  const T slope = static_cast<T>(scoring.alibi_slope);
-  for (int64_t c = 0; c < cols; ++c) {
-    const int64_t j = j0 + c;
-    if ((scoring.causal && j > i) || (scoring.hidden_keys != nullptr && scoring.hidden_keys[j]))
-      row[c] = kNegInf<T>;
-    else if (slope != 0)
-      row[c] -= slope * static_cast<T>(std::abs(i - j));
+void key_bias_row(const HeadScoring& scoring, int64_t j0, int64_t cols, T* bias) {
+  for (int64_t c = 0; c < cols; ++c) bias[c] = scoring.hidden_keys[j0 + c] ? kNegInf<T> : T(0);
+}
+
+/// True when a block's scores (queries i0.., keys j0.., `hidden` of its cols keys hidden) need more than
+/// scale · q kᵀ: a bias or a mask that reaches into it.
+bool block_needs_scoring(const HeadScoring& scoring, int64_t i0, int64_t j0, int64_t cols, int64_t hidden) {
+  return hidden > 0 || scoring.alibi_slope != 0 || (scoring.causal && j0 + cols - 1 > i0);
+}
+
+/// Row i of a block of scores, keys j0 .. j0 + cols: the key padding (key_bias, or null when the block hides
+/// no key) and the causal mask as -inf, the ALiBi bias added.
+template <class T>
+void score_row(T* row, int64_t i, int64_t j0, int64_t cols, const T* key_bias, const HeadScoring& scoring) {
+  if (key_bias != nullptr)
+    for (int64_t c = 0; c < cols; ++c) row[c] += key_bias[c];
+  if (scoring.causal)  // keys j > i, the columns from i - j0 + 1 on
+    for (int64_t c = std::max<int64_t>(0, i - j0 + 1); c < cols; ++c) row[c] = kNegInf<T>;
+  if (scoring.alibi_slope != 0) {
+    const T slope = static_cast<T>(scoring.alibi_slope);
+    for (int64_t c = 0; c < cols; ++c) row[c] -= slope * static_cast<T>(std::abs(i - j0 - c));
   }
 }
 
@@ -88,8 +104,8 @@ void flash_attention_forward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadM
                              int64_t T_k, int64_t D, int64_t D_v, const HeadScoring& scoring, AttentionBlocks blocks,
                              HeadMatrix<T> out, T* lse) {
   const int64_t Bq = blocks.queries, Bk = blocks.keys;
-  T* S = scratch<T, ForwardScratch>(2 * Bq * Bk + 2 * Bq);
-  T *P = S + Bq * Bk, *running_max = P + Bq * Bk, *running_sum = running_max + Bq;
+  T* S = scratch<T, ForwardScratch>(2 * Bq * Bk + 2 * Bq + Bk);
+  T *P = S + Bq * Bk, *running_max = P + Bq * Bk, *running_sum = running_max + Bq, *key_bias = running_sum + Bq;
   const T scale = static_cast<T>(scoring.scale);
   for (int64_t i0 = 0; i0 < T_q; i0 += Bq) {
     const int64_t rows = std::min(Bq, T_q - i0);
@@ -101,12 +117,14 @@ void flash_attention_forward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadM
     const int64_t first = scoring.first_query + i0;  // the absolute index of the block's first query
     const int64_t key_end = visible_keys(scoring, first, rows, T_k);
     for (int64_t j0 = 0; j0 < key_end; j0 += Bk) {
-      const int64_t cols = std::min(Bk, key_end - j0);
+      const int64_t cols = std::min(Bk, key_end - j0), hidden = hidden_keys_in(scoring, j0, cols);
+      if (hidden == cols) continue;
+      if (hidden > 0) key_bias_row(scoring, j0, cols, key_bias);
       blas_gemm(false, true, rows, cols, D, scale, q.row(i0), q.ld, k.row(j0), k.ld, T(0), S, cols);  // s Q Kᵀ
-      const bool scored = block_needs_scoring(scoring, first, j0, cols);
+      const bool scored = block_needs_scoring(scoring, first, j0, cols, hidden);
       for (int64_t r = 0; r < rows; ++r) {
         T *s = S + r * cols, *p = P + r * cols;
-        if (scored) score_row(s, first + r, j0, cols, scoring);
+        if (scored) score_row(s, first + r, j0, cols, hidden > 0 ? key_bias : nullptr, scoring);
         const T m = std::max(running_max[r], row_max(s, cols, kContiguous));
         exp_row(s, m, p, cols);
         // What was summed against the old max is rescaled to the new one: exp(m_old - m) (0 at first).
@@ -143,25 +161,28 @@ void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, Head
       std::copy(from, from + n, to);
   };
   const int64_t Bq = blocks.queries, Bk = blocks.keys;
-  T* S = scratch<T, BackwardScratch>(2 * Bq * Bk + T_q + T_q * D + Bk * (D + D_v));
-  T *P = S + Bq * Bk, *row_dot = P + Bq * Bk, *dQ = row_dot + T_q, *dK = dQ + T_q * D, *dV = dK + Bk * D;
+  T* S = scratch<T, BackwardScratch>(2 * Bq * Bk + T_q + T_q * D + Bk * (D + D_v + 1));
+  T *P = S + Bq * Bk, *row_dot = P + Bq * Bk, *dQ = row_dot + T_q, *dK = dQ + T_q * D, *dV = dK + Bk * D,
+    *key_bias = dV + Bk * D_v;
   const T scale = static_cast<T>(scoring.scale);
   for (int64_t i = 0; i < T_q; ++i) {  // D_i = <dO_i, O_i>, which equals sum_j dP_ij P_ij (see the op)
     row_dot[i] = static_cast<T>(tapegrad::row_dot(dout.row(i), out.row(i), D_v, kContiguous));
   }
   std::fill(dQ, dQ + T_q * D, T(0));
   for (int64_t j0 = 0; j0 < T_k; j0 += Bk) {
-    const int64_t cols = std::min(Bk, T_k - j0);
+    const int64_t cols = std::min(Bk, T_k - j0), hidden = hidden_keys_in(scoring, j0, cols);
     std::fill(dK, dK + cols * D, T(0));
     std::fill(dV, dV + cols * D_v, T(0));
-    // With the causal mask, query blocks that end before key j0 see none of these keys.
-    const int64_t first_block = scoring.causal ? j0 / Bq * Bq : 0;
+    if (hidden > 0) key_bias_row(scoring, j0, cols, key_bias);
+    // With the causal mask, query blocks that end before key j0 see none of these keys; no query sees a
+    // block of hidden keys, whose gradients stay 0.
+    const int64_t first_block = hidden == cols ? T_q : scoring.causal ? j0 / Bq * Bq : 0;
     for (int64_t i0 = first_block; i0 < T_q; i0 += Bq) {
       const int64_t rows = std::min(Bq, T_q - i0);
       blas_gemm(false, true, rows, cols, D, scale, q.row(i0), q.ld, k.row(j0), k.ld, T(0), S, cols);  // s Q Kᵀ
-      const bool scored = block_needs_scoring(scoring, i0, j0, cols);
+      const bool scored = block_needs_scoring(scoring, i0, j0, cols, hidden);
       for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse): the forward's probabilities
-        if (scored) score_row(S + r * cols, i0 + r, j0, cols, scoring);
+        if (scored) score_row(S + r * cols, i0 + r, j0, cols, hidden > 0 ? key_bias : nullptr, scoring);
         exp_row(S + r * cols, lse[i0 + r], P + r * cols, cols);
       }
       const T* Z = P;  // the dropped probabilities, dropout(P), over S's memory when there is dropout

@@ -102,7 +102,8 @@ void forward_heads(const std::array<Heads<const F>, 3>& qkv, const Heads<F>& ho,
   // Named references, not structured bindings: C++17 lambdas cannot capture bindings (clang refuses).
   const Heads<const F>&hq = qkv[0], &hk = qkv[1], &hv = qkv[2];
   const int64_t query_blocks = (d.T_q + blocks.queries - 1) / blocks.queries;
-  parallel_for(d.B * d.H * query_blocks, grain_for_flops(4 * blocks.queries * d.T_k * d.D), [&](int64_t first, int64_t last) {
+  // Dynamic: items differ in cost (a padded row's keys are skipped, the causal mask skips blocks).
+  parallel_for_each_dynamic(d.B * d.H * query_blocks, grain_for_flops(4 * blocks.queries * d.T_k * d.D), [&](int64_t first, int64_t last) {
     for (int64_t item = first; item < last; ++item) {
       const int64_t bh = item / query_blocks, i0 = item % query_blocks * blocks.queries;
       HeadScoring s = call.head(bh);
@@ -120,7 +121,7 @@ void backward_heads(const std::array<Heads<const F>, 3>& qkv, const Heads<const 
                     const std::array<Heads<F>, 3>& dqkv, bool accumulate) {
   const Heads<const F>&hq = qkv[0], &hk = qkv[1], &hv = qkv[2];
   const Heads<F>&hdq = dqkv[0], &hdk = dqkv[1], &hdv = dqkv[2];
-  parallel_for(d.B * d.H, grain_for_flops(10 * d.T_q * d.T_k * d.D), [&](int64_t first, int64_t last) {
+  parallel_for_each_dynamic(d.B * d.H, grain_for_flops(10 * d.T_q * d.T_k * d.D), [&](int64_t first, int64_t last) {
     for (int64_t bh = first; bh < last; ++bh)
       flash_attention_backward<F>(hq.at(bh), hk.at(bh), hv.at(bh), ho.at(bh), lse + bh * d.T_q, hdo.at(bh), d.T_q,
                                   d.T_k, d.D, d.D_v, call.head(bh), blocks, hdq.at(bh), hdk.at(bh), hdv.at(bh),

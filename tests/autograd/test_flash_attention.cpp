@@ -28,7 +28,8 @@ double relative_error(const std::vector<T>& a, const std::vector<T>& b) {
 struct HeadCase {
   int64_t T_q, T_k, D, D_v;
   bool causal;
-  int padding;  // 0: none, 1: some keys hidden, 2: every key hidden
+  int padding;  // 0: none, 1: every third key hidden, 2: every key, 3: the last half (a short row padded to
+               // its batch's length: whole key blocks hidden), 4: the first third
   double slope, dropout;
 };
 
@@ -45,8 +46,9 @@ double kernel_error(const HeadCase& c, AttentionBlocks blocks, uint64_t seed) {
   const std::vector<T> q = random(c.T_q * c.D), k = random(c.T_k * c.D), v = random(c.T_k * c.D_v),
                        dout = random(c.T_q * c.D_v);
   std::vector<char> hidden(static_cast<size_t>(c.T_k), c.padding == 2);
-  if (c.padding == 1)
-    for (int64_t j = 0; j < c.T_k; j += 3) hidden[j] = 1;
+  for (int64_t j = 0; j < c.T_k; ++j)
+    if ((c.padding == 1 && j % 3 == 0) || (c.padding == 3 && j >= c.T_k / 2) || (c.padding == 4 && j < c.T_k / 3))
+      hidden[j] = 1;
   HeadScoring scoring;
   scoring.scale = 0.4;
   scoring.causal = c.causal;
@@ -96,6 +98,7 @@ TEST_CASE("flash_attention kernels: equal the plain reference for every mask and
       {7, 7, 4, 4, false, 0, 0, 0},    {7, 7, 4, 4, true, 0, 0, 0},     {9, 5, 3, 6, false, 1, 0.3, 0},
       {5, 9, 3, 6, true, 1, 0.3, 0.2}, {1, 1, 2, 2, false, 0, 0, 0},    {6, 6, 2, 3, true, 2, 0, 0},
       {33, 17, 8, 5, false, 1, 0, 0.3}, {40, 40, 16, 16, true, 1, 0.5, 0.1}, {17, 33, 8, 8, true, 0, 0.2, 0},
+      {21, 30, 8, 8, false, 3, 0, 0},  {30, 30, 8, 8, true, 3, 0, 0.1},  {19, 26, 4, 4, false, 4, 0.3, 0},
   };
   const std::vector<AttentionBlocks> blockings{{3, 5}, {1, 1}, {4, 2}, {64, 128}};
   uint64_t seed = 1;

@@ -52,6 +52,37 @@ TEST_CASE("parallel_for: a nested call runs serially and an exception reaches th
   CHECK(after == 10);
 }
 
+TEST_CASE("parallel_for_each_dynamic: every item once, one at a time, uneven items shared, errors carried back") {
+  ThreadCount threads(3);
+  for (int64_t n : {1, 2, 5, 300}) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::atomic<bool> one_at_a_time{true};
+    parallel_for_each_dynamic(n, 1, [&](int64_t begin, int64_t end) {
+      if (end != begin + 1) one_at_a_time = false;
+      for (int64_t i = begin; i < end; ++i) ++hits[static_cast<size_t>(i)];
+    });
+    for (auto& h : hits) CHECK(h == 1);
+    CHECK(one_at_a_time);
+  }
+  // Item 0 blocks until another item has run: with equal ranges of one thread each that could still hold,
+  // but it proves the other threads go on taking items while one is busy.
+  std::atomic<int64_t> done{0};
+  parallel_for_each_dynamic(20, 1, [&](int64_t i, int64_t) {
+    if (i == 0)
+      while (done.load() < 19) sched_yield();
+    ++done;
+  });
+  CHECK(done == 20);
+  CHECK_THROWS_WITH(parallel_for_each_dynamic(50, 1,
+                                              [](int64_t i, int64_t) {
+                                                if (i == 17) throw std::runtime_error("item failed");
+                                              }),
+                    "item failed");
+  std::atomic<int64_t> serial{0};  // n <= grain: the calling thread alone, in order
+  parallel_for_each_dynamic(8, 8, [&](int64_t i, int64_t) { CHECK(serial.fetch_add(1) == i); });
+  CHECK(serial == 8);
+}
+
 TEST_CASE("set_num_threads: 0 means every core the process may run on, and the count is kept") {
   ThreadCount restore(num_threads());
   set_num_threads(3);
