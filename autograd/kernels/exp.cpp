@@ -11,6 +11,7 @@
 // the bit patterns and at the special values. Lanes that expf treats specially (|x - m| >= 88, NaN, +inf)
 // are recomputed with std::exp; -inf, a masked score, gives 0 as expf does.
 #include "autograd/kernels/exp.h"
+#include "autograd/kernels/exp_lanes.h"
 
 #if defined(__AVX2__) && defined(__FMA__) || defined(__AVX512F__)
 #include <immintrin.h>
@@ -82,14 +83,10 @@ void exp_shifted(const float* x, float m, float* y, int64_t n) {
 // stays NaN (anomaly detection looks for it).
 namespace {
 
-constexpr float kExpLow = -87.336544f;  // exp(kExpLow) = FLT_MIN
-constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-constexpr float kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f, kP2 = 8.3334519073e-3f, kP3 = 4.1665795894e-2f,
-                kP4 = 1.6666665459e-1f, kP5 = 5.0000001201e-1f;
-
 float exp_fast_scalar(float x) {
+  using namespace exp_constants;
   if (!(x >= kExpLow)) return x != x ? x : 0.0f;  // NaN stays NaN; -inf and underflow give 0
-  x = std::min(x, 88.72283f);                      // exp(88.72) is float's largest
+  x = std::min(x, kExpHigh);
   const float n = std::nearbyint(x * kLog2e);
   const float r = std::fma(-n, kLn2Lo, std::fma(-n, kLn2Hi, x));
   float p = kP0;
@@ -106,9 +103,10 @@ float exp_fast_scalar(float x) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 void exp_shifted_fast(const float* x, float m, float* y, int64_t n) {
+  using namespace exp_constants;
   int64_t i = 0;
 #if defined(__AVX512F__)
-  const __m512 mv = _mm512_set1_ps(m), low = _mm512_set1_ps(kExpLow), high = _mm512_set1_ps(88.72283f),
+  const __m512 mv = _mm512_set1_ps(m), low = _mm512_set1_ps(kExpLow), high = _mm512_set1_ps(kExpHigh),
                log2e = _mm512_set1_ps(kLog2e), ln2_hi = _mm512_set1_ps(kLn2Hi), ln2_lo = _mm512_set1_ps(kLn2Lo),
                one = _mm512_set1_ps(1.0f);
   for (; i + 16 <= n; i += 16) {
@@ -127,31 +125,8 @@ void exp_shifted_fast(const float* x, float m, float* y, int64_t n) {
     _mm512_storeu_ps(y + i, _mm512_maskz_scalef_ps(live, e, k));  // e · 2^k, 0 where not live
   }
 #elif defined(__AVX2__) && defined(__FMA__)
-  const __m256 mv = _mm256_set1_ps(m), low = _mm256_set1_ps(kExpLow), high = _mm256_set1_ps(88.72283f),
-               log2e = _mm256_set1_ps(kLog2e), ln2_hi = _mm256_set1_ps(kLn2Hi), ln2_lo = _mm256_set1_ps(kLn2Lo),
-               one = _mm256_set1_ps(1.0f);
-  for (; i + 8 <= n; i += 8) {
-    __m256 v = _mm256_sub_ps(_mm256_loadu_ps(x + i), mv);
-    const __m256 live = _mm256_cmp_ps(v, low, _CMP_NLT_UQ);  // false for -inf and underflow only
-    v = _mm256_min_ps(high, v);                               // a NaN v stays NaN
-    const __m256 k = _mm256_round_ps(_mm256_mul_ps(v, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256 r = _mm256_fnmadd_ps(k, ln2_lo, _mm256_fnmadd_ps(k, ln2_hi, v));
-    __m256 p = _mm256_set1_ps(kP0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP5));
-    const __m256 e = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), one);
-    // 2^k as float bits: (k + 127) << 23; k is in [-126, 128) here, and k = 128 (v near 88.72) is
-    // split as 2 · 2^127.
-    const __m256i ki = _mm256_cvtps_epi32(k);
-    const __m256i half = _mm256_srai_epi32(ki, 1);
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
-    const __m256 s2 = _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ki, half), _mm256_set1_epi32(127)), 23));
-    _mm256_storeu_ps(y + i, _mm256_and_ps(live, _mm256_mul_ps(_mm256_mul_ps(e, s1), s2)));
-  }
+  const __m256 mv = _mm256_set1_ps(m);
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp_lanes(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv)));
 #endif
   for (; i < n; ++i) y[i] = exp_fast_scalar(x[i] - m);
 }

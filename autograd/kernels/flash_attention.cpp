@@ -10,6 +10,7 @@
 
 #include "autograd/blas.h"
 #include "autograd/kernels/exp.h"
+#include "autograd/kernels/flash_attention_tiles.h"
 #include "autograd/kernels/row_reductions.h"
 #include "autograd/kernels/scratch.h"
 
@@ -100,9 +101,20 @@ bool dropout_keeps(uint64_t stream, int64_t i, int64_t j, int64_t T_k, double p)
 }
 
 template <class T>
+AttentionBlocks kernel_blocks(AttentionBlocks requested, int64_t D, int64_t D_v) {
+  const bool tiles = std::is_same_v<T, float> && flash_tiles_serve(D, D_v);
+  return {requested.queries > 0 ? requested.queries : tiles ? 64 : 128,
+          requested.keys > 0 ? requested.keys : tiles ? 64 : 256};
+}
+
+template <class T>
 void flash_attention_forward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadMatrix<const T> v, int64_t T_q,
                              int64_t T_k, int64_t D, int64_t D_v, const HeadScoring& scoring, AttentionBlocks blocks,
                              HeadMatrix<T> out, T* lse) {
+  blocks = kernel_blocks<T>(blocks, D, D_v);
+  if constexpr (std::is_same_v<T, float>)
+    if (flash_tiles_serve(D, D_v))
+      return flash_attention_forward_tiled(q, k, v, T_q, T_k, D, D_v, scoring, blocks, out, lse);
   const int64_t Bq = blocks.queries, Bk = blocks.keys;
   T* S = scratch<T, ForwardScratch>(2 * Bq * Bk + 2 * Bq + Bk);
   T *P = S + Bq * Bk, *running_max = P + Bq * Bk, *running_sum = running_max + Bq, *key_bias = running_sum + Bq;
@@ -154,6 +166,11 @@ void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, Head
                               HeadMatrix<const T> out, const T* lse, HeadMatrix<const T> dout, int64_t T_q, int64_t T_k,
                               int64_t D, int64_t D_v, const HeadScoring& scoring, AttentionBlocks blocks,
                               HeadMatrix<T> dq, HeadMatrix<T> dk, HeadMatrix<T> dv, bool accumulate) {
+  blocks = kernel_blocks<T>(blocks, D, D_v);
+  if constexpr (std::is_same_v<T, float>)
+    if (flash_tiles_serve(D, D_v))
+      return flash_attention_backward_tiled(q, k, v, out, lse, dout, T_q, T_k, D, D_v, scoring, blocks, dq, dk, dv,
+                                            accumulate);
   const auto put = [accumulate](const T* from, int64_t n, T* to) {  // a finished row of a gradient
     if (accumulate)
       for (int64_t c = 0; c < n; ++c) to[c] += from[c];
@@ -274,6 +291,7 @@ void attention_reference(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadMatri
 }
 
 #define TAPEGRAD_FLASH_ATTENTION(T)                                                                                   \
+  template AttentionBlocks kernel_blocks<T>(AttentionBlocks, int64_t, int64_t);                                       \
   template void flash_attention_forward<T>(HeadMatrix<const T>, HeadMatrix<const T>, HeadMatrix<const T>, int64_t,     \
                                            int64_t, int64_t, int64_t, const HeadScoring&, AttentionBlocks,            \
                                            HeadMatrix<T>, T*);                                                         \

@@ -36,11 +36,18 @@ struct HeadScoring {
                                      // rows); backward takes whole heads
 };
 
-/// Query and key block sizes (the tests make them small and not dividing T).
+/// Query and key block sizes (the tests make them small and not dividing T); 0 leaves a size to the kernel
+/// that serves the call (kernel_blocks).
 struct AttentionBlocks {
-  int64_t queries = 128;
-  int64_t keys = 256;
+  int64_t queries = 0;
+  int64_t keys = 0;
 };
+
+/// The blocks a call of the kernels for heads of widths D, D_v runs with: `requested`'s sizes, a 0 replaced
+/// by the measured size of the kernel that serves it (docs/performance.md): 64 × 64 on the float32 register
+/// tiles (flash_attention_tiles.h), whose scores Sᵀ then stay in L1; 128 × 256 on BLAS.
+template <class T>
+AttentionBlocks kernel_blocks(AttentionBlocks requested, int64_t D, int64_t D_v);
 
 /// True when dropout keeps probability (i, j) of the head whose mask stream is `stream`. The same call
 /// in forward and backward gives the same mask, so it is never stored.

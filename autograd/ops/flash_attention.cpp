@@ -88,8 +88,9 @@ void check_options(const FlashAttentionOptions& options, const Dims& d) {
     throw ValueError(cat(kOp, ": dropout_p must be in [0, 1), got ", options.dropout_p));
   if (options.dropout_p > 0 && options.dropout_rng == nullptr)
     throw ValueError(cat(kOp, ": dropout_p = ", options.dropout_p, " needs a generator"));
-  if (options.blocks.queries < 1 || options.blocks.keys < 1)
-    throw ValueError(cat(kOp, ": block sizes must be >= 1, got ", options.blocks.queries, " x ", options.blocks.keys));
+  if (options.blocks.queries < 0 || options.blocks.keys < 0)
+    throw ValueError(cat(kOp, ": block sizes must be >= 1 (0: the kernel's own), got ", options.blocks.queries, " x ",
+                         options.blocks.keys));
   if (!(options.scale >= 0 && std::isfinite(options.scale)))
     throw ValueError(cat(kOp, ": scale must be finite and >= 0 (0: 1/sqrt(D)), got ", options.scale));
 }
@@ -222,9 +223,11 @@ Tensor run_flash(DType dtype, const Dims& d, const FlashAttentionOptions& option
     NoGradGuard no_grad;
     out = transpose(empty({d.B, d.T_q, d.H, d.D_v}, dtype), 1, 2);
   }
+  AttentionBlocks blocks;
   dispatch_float(dtype, kOp, [&](auto tag) {
     using F = decltype(tag);
-    forward_heads<F>(heads(tag), heads_of<F>(out, out.data<F>()), lse.data<F>(), d, call, options.blocks);
+    blocks = kernel_blocks<F>(options.blocks, d.D, d.D_v);
+    forward_heads<F>(heads(tag), heads_of<F>(out, out.data<F>()), lse.data<F>(), d, call, blocks);
   });
   if (FlashAttentionNode* node = record_node(out)) {
     node->out = out;
@@ -233,7 +236,7 @@ Tensor run_flash(DType dtype, const Dims& d, const FlashAttentionOptions& option
     node->dims = d;
     node->scoring = call;
     node->slopes = options.alibi_slopes;
-    node->blocks = options.blocks;
+    node->blocks = blocks;
   }
   return out;
 }

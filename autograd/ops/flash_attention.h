@@ -17,7 +17,7 @@ struct FlashAttentionOptions {
   std::vector<double> alibi_slopes;  // empty, or one slope per head: scores get -slope_h · |i - j|
   double dropout_p = 0;              // dropout on the probabilities, in [0, 1)
   Generator* dropout_rng = nullptr;  // draws the call's dropout seed (one number); needed when dropout_p > 0
-  AttentionBlocks blocks;            // query and key block sizes
+  AttentionBlocks blocks;            // query and key block sizes (0: the kernel's own, kernel_blocks)
 };
 
 /// dropout(softmax(scale · q kᵀ + bias, masked)) v for every batch and head, without a (T_q, T_k) matrix.

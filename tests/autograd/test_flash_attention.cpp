@@ -9,6 +9,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/kernels/flash_attention.h"
+#include "autograd/kernels/flash_attention_tiles.h"
 
 using namespace tapegrad;
 
@@ -111,6 +112,49 @@ TEST_CASE("flash_attention kernels: equal the plain reference for every mask and
       CHECK(kernel_error<float>(c, blocks, seed) < 1e-5);
       ++seed;
     }
+}
+
+TEST_CASE("flash_attention tiles: float32 heads of widths in 8s equal the reference, T and blocks off the lanes") {
+  if (!flash_tiles_serve(8, 8)) {
+    WARN("this build has no register-tiled kernels (no AVX2 + FMA, or AVX-512): the BLAS kernels ran above");
+    return;
+  }
+  CHECK_FALSE(flash_tiles_serve(8, 5));  // a width off the lanes takes the BLAS kernels
+  // D_v = 24 is three vectors: a tile pair and a single. T = 130 crosses the default 64-query blocks twice.
+  const std::vector<HeadCase> cases{
+      {1, 1, 8, 8, false, 0, 0, 0},      {13, 13, 16, 24, true, 1, 0.3, 0.2}, {70, 45, 24, 8, false, 3, 0, 0},
+      {45, 70, 64, 64, true, 4, 0.25, 0}, {130, 130, 32, 32, true, 3, 0, 0.1}, {9, 9, 8, 16, false, 2, 0, 0},
+  };
+  const std::vector<AttentionBlocks> blockings{{0, 0}, {3, 5}, {16, 7}, {64, 64}};
+  uint64_t seed = 100;
+  for (const HeadCase& c : cases)
+    for (const AttentionBlocks& blocks : blockings) {
+      INFO("T_q " << c.T_q << " T_k " << c.T_k << " D " << c.D << " D_v " << c.D_v << " causal " << c.causal
+                  << " padding " << c.padding << " slope " << c.slope << " dropout " << c.dropout << " blocks "
+                  << blocks.queries << "x" << blocks.keys);
+      CHECK(kernel_error<float>(c, blocks, seed++) < 1e-5);
+    }
+  // accumulate = true adds the gradients to what the buffers hold: twice the same call doubles them exactly.
+  Generator gen(5);
+  const int64_t T = 20, D = 16;
+  std::vector<float> q(T * D), k(T * D), v(T * D), dout(T * D), out(T * D), lse(T), dq(T * D), dk(T * D), dv(T * D);
+  for (std::vector<float>* x : {&q, &k, &v, &dout})
+    for (float& e : *x) e = static_cast<float>(gen.normal());
+  HeadScoring scoring;
+  scoring.scale = 0.3;
+  scoring.causal = true;
+  const HeadMatrix<const float> Q{q.data(), D}, K{k.data(), D}, V{v.data(), D}, O{out.data(), D}, dO{dout.data(), D};
+  flash_attention_forward<float>(Q, K, V, T, T, D, D, scoring, {}, {out.data(), D}, lse.data());
+  flash_attention_backward<float>(Q, K, V, O, lse.data(), dO, T, T, D, D, scoring, {}, {dq.data(), D}, {dk.data(), D},
+                                  {dv.data(), D});
+  const std::vector<float> once_q = dq, once_k = dk, once_v = dv;
+  flash_attention_backward<float>(Q, K, V, O, lse.data(), dO, T, T, D, D, scoring, {}, {dq.data(), D}, {dk.data(), D},
+                                  {dv.data(), D}, true);
+  for (size_t i = 0; i < dq.size(); ++i) {
+    CHECK(dq[i] == 2 * once_q[i]);
+    CHECK(dk[i] == 2 * once_k[i]);
+    CHECK(dv[i] == 2 * once_v[i]);
+  }
 }
 
 TEST_CASE("flash_attention: output and gradients equal attention composed from primitives (float32 within 2e-5)") {

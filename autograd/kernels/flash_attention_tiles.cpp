@@ -1,0 +1,310 @@
+// Flash attention of one float32 head on register tiles, with the queries along the vector lanes.
+//
+// The BLAS kernels (flash_attention.cpp) call sgemm for every block of scores, which repacks both operands
+// each time and leaves the online softmax to passes over rows in memory. Here every product of a block is
+// one small loop nest, `tile_product`, over a tile of 6 rows × 16 lanes held in 12 registers: each step
+// broadcasts one number per row and loads two vectors. The queries run along the lanes throughout: the
+// scores are kept transposed, Sᵀ (keys × queries), so that
+//   - K and V are read in place, row by row, as the broadcast operand (no packing of K or V at all), and
+//     only a block's queries are transposed once (Qt, D × block);
+//   - the online softmax is lane-wise: a query's running max, sum and rescale are one lane of a vector, the
+//     max over keys is a max of rows, and exp takes a different shift in each lane (exp_lanes);
+//   - the output accumulates transposed, Oᵀ += Vᵀ Pᵀ, and is transposed back once at the end.
+// The math (the online softmax, D_i = <dO_i, O_i>, FlashAttention-2's order in backward) is derived in
+// ops/flash_attention.cpp; the products in the transposed layout are, per head,
+//   forward : Sᵀ = s K Qᵀ,  Oᵀ += Vᵀ Pᵀ
+//   backward: Sᵀ = s K Qᵀ,  Pᵀ = exp(Sᵀ - L),  dV += Zᵀᵀ dO (Zᵀ's rows are keys: dV_j = sum_i Zᵀ_ji dO_i),
+//             dZᵀ = V dOᵀ,  dSᵀ = Pᵀ ⊙ (dPᵀ - D),  dQᵀ += s Kᵀ dSᵀ,  dK += s dSᵀ Q
+// and each is tile_product with its operands' strides.
+#include "autograd/kernels/flash_attention_tiles.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "autograd/kernels/exp_lanes.h"
+#include "autograd/kernels/row_reductions.h"
+#include "autograd/kernels/scratch.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+#define TAPEGRAD_FLASH_TILES 1
+#include <immintrin.h>
+#endif
+
+namespace tapegrad {
+
+#ifdef TAPEGRAD_FLASH_TILES
+
+namespace {
+
+constexpr int64_t kLanes = 8;
+constexpr int kTileRows = 6;  // a tile is kTileRows × 2 vectors: 12 accumulators, 2 loads, 6 broadcasts a step
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+/// c[r][8v + l] = (accumulate ? c[r][8v + l] : 0) + alpha · sum_k a(r, k) · b_k[8v + l], for r < R, v < NV:
+/// a(r, k) = a[r · a_row + k · a_k] is broadcast, b_k = b + k · ldb is loaded, the R × NV sums stay in
+/// registers for all K steps.
+template <int R, int NV>
+void tile(const float* a, int64_t a_row, int64_t a_k, const float* b, int64_t ldb, int64_t K, float* c, int64_t ldc,
+          float alpha, bool accumulate) {
+  __m256 acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    __m256 bv[NV];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(b + k * ldb + kLanes * v);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r * a_row + k * a_k);
+#pragma GCC unroll 2
+      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+  }
+  const __m256 scale = _mm256_set1_ps(alpha);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; ++v) {
+      float* to = c + r * ldc + kLanes * v;
+      const __m256 x = _mm256_mul_ps(acc[r][v], scale);
+      _mm256_storeu_ps(to, accumulate ? _mm256_add_ps(_mm256_loadu_ps(to), x) : x);
+    }
+}
+
+using TileFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t, float, bool);
+constexpr TileFn kTwoVectorTiles[kTileRows] = {tile<1, 2>, tile<2, 2>, tile<3, 2>, tile<4, 2>, tile<5, 2>, tile<6, 2>};
+constexpr TileFn kOneVectorTiles[kTileRows] = {tile<1, 1>, tile<2, 1>, tile<3, 1>, tile<4, 1>, tile<5, 1>, tile<6, 1>};
+
+/// C (rows × 8·vectors, leading dim ldc) = (accumulate ? C : 0) + alpha · A B, with A(r, k) = a[r·a_row + k·a_k]
+/// (rows × K) and B's row k the `vectors` vectors at b + k·ldb. Column pairs outside, so that a pair of B's
+/// columns (K × 16 numbers) stays in L1 while the rows of A stream past it. The rows are cut into tiles as
+/// even as kTileRows allows (32 rows: 6, 6, 5, 5, 5, 5, not five 6s and a 2): a tile of few rows has too
+/// few independent sums to hide the FMA latency.
+void tile_product(int64_t rows, int64_t vectors, int64_t K, const float* a, int64_t a_row, int64_t a_k, const float* b,
+                  int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
+  const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
+  for (int64_t v0 = 0; v0 < vectors; v0 += 2) {
+    const TileFn* kernels = vectors - v0 >= 2 ? kTwoVectorTiles : kOneVectorTiles;
+    for (int64_t t = 0, r0 = 0; t < tiles; ++t) {
+      const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
+      kernels[height - 1](a + r0 * a_row, a_row, a_k, b + kLanes * v0, ldb, K, c + r0 * ldc + kLanes * v0, ldc, alpha,
+                          accumulate);
+      r0 += height;
+    }
+  }
+}
+
+/// Matrix m (rows × cols, rows ld apart) transposed into t (cols × `lanes`, leading dim ldt), lanes from
+/// `rows` on set to 0.
+void transpose_into(const float* m, int64_t ld, int64_t rows, int64_t cols, float* t, int64_t ldt, int64_t lanes) {
+  for (int64_t c = 0; c < cols; ++c) {
+    float* to = t + c * ldt;
+    for (int64_t r = 0; r < rows; ++r) to[r] = m[r * ld + c];
+    std::fill(to + rows, to + lanes, 0.0f);
+  }
+}
+
+/// The scores Sᵀ of keys j0 .. j0 + cols (St's rows, ld apart) against queries first .. first + lanes (its
+/// lanes): a hidden key's row and the keys after a query (causal) become -inf; ALiBi adds -slope·|i - j|.
+void score_transposed(float* St, int64_t ld, int64_t first, int64_t lanes, int64_t j0, int64_t cols,
+                      const HeadScoring& scoring) {
+  const float slope = static_cast<float>(scoring.alibi_slope);
+  for (int64_t r = 0; r < cols; ++r) {
+    const int64_t j = j0 + r;
+    float* row = St + r * ld;
+    if (scoring.hidden_keys != nullptr && scoring.hidden_keys[j]) {
+      std::fill(row, row + lanes, -kInf);
+      continue;
+    }
+    if (scoring.causal)  // query i = first + lane sees key j only when j <= i
+      std::fill(row, row + std::clamp<int64_t>(j - first, 0, lanes), -kInf);
+    if (slope != 0)
+      for (int64_t lane = 0; lane < lanes; ++lane) row[lane] -= slope * static_cast<float>(std::abs(first + lane - j));
+  }
+}
+
+/// Multiplies Zᵀ's lanes i < rows (queries first + i, keys j0 + r) by the dropout mask over 1 - p.
+void drop_transposed(float* St, int64_t ld, int64_t first, int64_t rows, int64_t j0, int64_t cols, int64_t T_k,
+                     const HeadScoring& scoring) {
+  const float keep_scale = static_cast<float>(1.0 / (1.0 - scoring.dropout_p));
+  for (int64_t r = 0; r < cols; ++r)
+    for (int64_t i = 0; i < rows; ++i)
+      St[r * ld + i] *= dropout_keeps(scoring.dropout_stream, first + i, j0 + r, T_k, scoring.dropout_p) ? keep_scale : 0.0f;
+}
+
+struct TileForwardScratch;  // tags of the per-thread blocks (kernels/scratch.h)
+struct TileBackwardScratch;
+
+}  // namespace
+
+bool flash_tiles_serve(int64_t D, int64_t D_v) { return D % kLanes == 0 && D_v % kLanes == 0; }
+
+void flash_attention_forward_tiled(HeadMatrix<const float> q, HeadMatrix<const float> k, HeadMatrix<const float> v,
+                                   int64_t T_q, int64_t T_k, int64_t D, int64_t D_v, const HeadScoring& scoring,
+                                   AttentionBlocks blocks, HeadMatrix<float> out, float* lse) {
+  const int64_t Bq = round_up(blocks.queries, kLanes), Bk = blocks.keys;
+  float* Qt = scratch<float, TileForwardScratch>((D + D_v + Bk + 3) * Bq);
+  float *Ot = Qt + D * Bq, *St = Ot + D_v * Bq, *running_max = St + Bk * Bq, *running_sum = running_max + Bq,
+        *rescale = running_sum + Bq;
+  const float scale = static_cast<float>(scoring.scale);
+  for (int64_t i0 = 0; i0 < T_q; i0 += Bq) {
+    const int64_t rows = std::min(Bq, T_q - i0), lanes = round_up(rows, kLanes), vectors = lanes / kLanes;
+    const int64_t first = scoring.first_query + i0;  // the absolute index of the block's first query
+    transpose_into(q.row(i0), q.ld, rows, D, Qt, Bq, lanes);
+    for (int64_t c = 0; c < D_v; ++c) std::fill(Ot + c * Bq, Ot + c * Bq + lanes, 0.0f);
+    std::fill(running_max, running_max + lanes, -kInf);
+    std::fill(running_sum, running_sum + lanes, 0.0f);
+    const int64_t key_end = scoring.causal ? std::min(T_k, first + rows) : T_k;
+    for (int64_t j0 = 0; j0 < key_end; j0 += Bk) {
+      const int64_t cols = std::min(Bk, key_end - j0);
+      const int64_t hidden =
+          scoring.hidden_keys ? std::count(scoring.hidden_keys + j0, scoring.hidden_keys + j0 + cols, true) : 0;
+      if (hidden == cols) continue;  // every key hidden: probabilities 0
+      tile_product(cols, vectors, D, k.row(j0), k.ld, 1, Qt, Bq, St, Bq, scale, false);  // Sᵀ = s K Qᵀ
+      if (hidden > 0 || scoring.alibi_slope != 0 || (scoring.causal && j0 + cols - 1 > first))
+        score_transposed(St, Bq, first, lanes, j0, cols, scoring);
+      // The online softmax, lane by lane: m' = max(m, max_j Sᵀ_j), Pᵀ = exp(Sᵀ - m'), l' = l e^(m - m') +
+      // sum_j Pᵀ_j; a lane whose keys are all hidden so far (m' = -inf) is shifted by 0 instead, so its -inf
+      // scores give 0, not NaN.
+      for (int64_t vec = 0; vec < vectors; ++vec) {
+        const int64_t lane = vec * kLanes;
+        __m256 block_max = _mm256_set1_ps(-kInf);
+        for (int64_t r = 0; r < cols; ++r) block_max = _mm256_max_ps(block_max, _mm256_loadu_ps(St + r * Bq + lane));
+        const __m256 old_max = _mm256_loadu_ps(running_max + lane), new_max = _mm256_max_ps(old_max, block_max);
+        const __m256 shift =
+            _mm256_blendv_ps(new_max, _mm256_setzero_ps(), _mm256_cmp_ps(new_max, _mm256_set1_ps(-kInf), _CMP_EQ_OQ));
+        __m256 sum = _mm256_setzero_ps();
+        for (int64_t r = 0; r < cols; ++r) {
+          const __m256 p = exp_lanes(_mm256_sub_ps(_mm256_loadu_ps(St + r * Bq + lane), shift));
+          _mm256_storeu_ps(St + r * Bq + lane, p);
+          sum = _mm256_add_ps(sum, p);
+        }
+        const __m256 factor = exp_lanes(_mm256_sub_ps(old_max, shift));  // e^(m - m'): 0 when m = -inf
+        _mm256_storeu_ps(running_sum + lane, _mm256_fmadd_ps(_mm256_loadu_ps(running_sum + lane), factor, sum));
+        _mm256_storeu_ps(running_max + lane, new_max);
+        _mm256_storeu_ps(rescale + lane, factor);
+      }
+      for (int64_t c = 0; c < D_v; ++c)  // what Oᵀ summed against the old max, rescaled to the new one
+        for (int64_t lane = 0; lane < lanes; lane += kLanes)
+          _mm256_storeu_ps(Ot + c * Bq + lane,
+                           _mm256_mul_ps(_mm256_loadu_ps(Ot + c * Bq + lane), _mm256_loadu_ps(rescale + lane)));
+      if (scoring.dropout_p > 0) drop_transposed(St, Bq, first, rows, j0, cols, T_k, scoring);
+      tile_product(D_v, vectors, cols, v.row(j0), 1, v.ld, St, Bq, Ot, Bq, 1.0f, true);  // Oᵀ += Vᵀ Zᵀ
+    }
+    for (int64_t i = 0; i < rows; ++i) {
+      float* o = out.row(i0 + i);
+      if (running_sum[i] == 0.0f) {  // nothing visible: the output row stays 0
+        std::fill(o, o + D_v, 0.0f);
+        lse[i0 + i] = -kInf;
+        continue;
+      }
+      const float inv = 1.0f / running_sum[i];
+      for (int64_t c = 0; c < D_v; ++c) o[c] = Ot[c * Bq + i] * inv;
+      lse[i0 + i] = running_max[i] + std::log(running_sum[i]);
+    }
+  }
+}
+
+void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const float> k, HeadMatrix<const float> v,
+                                    HeadMatrix<const float> out, const float* lse, HeadMatrix<const float> dout,
+                                    int64_t T_q, int64_t T_k, int64_t D, int64_t D_v, const HeadScoring& scoring,
+                                    AttentionBlocks blocks, HeadMatrix<float> dq, HeadMatrix<float> dk,
+                                    HeadMatrix<float> dv, bool accumulate) {
+  const int64_t Bq = round_up(blocks.queries, kLanes), Bk = blocks.keys, T_pad = round_up(T_q, Bq);
+  // The whole head's queries transposed, block by block: Qᵀ, dOᵀ and dQᵀ (summed over key blocks) hold the
+  // (D × Bq) panel of query block b at b·D·Bq, rows Bq apart (rows T apart would fall into the same few
+  // cache sets). Then per block Sᵀ/Pᵀ, dPᵀ/dSᵀ and the dropped Zᵀ, and a key block's dK and dV.
+  float* Qt = scratch<float, TileBackwardScratch>((2 * D + D_v + 2) * T_pad + 3 * Bk * Bq + Bk * (D + D_v));
+  float *dOt = Qt + D * T_pad, *dQt = dOt + D_v * T_pad, *shift = dQt + D * T_pad, *row_dot = shift + T_pad,
+        *St = row_dot + T_pad, *dPt = St + Bk * Bq, *Zt = dPt + Bk * Bq, *dK = Zt + Bk * Bq, *dV = dK + Bk * D;
+  const float scale = static_cast<float>(scoring.scale);
+  for (int64_t i0 = 0; i0 < T_q; i0 += Bq) {
+    const int64_t rows = std::min(Bq, T_q - i0);
+    transpose_into(q.row(i0), q.ld, rows, D, Qt + i0 * D, Bq, Bq);
+    transpose_into(dout.row(i0), dout.ld, rows, D_v, dOt + i0 * D_v, Bq, Bq);
+  }
+  std::fill(dQt, dQt + D * T_pad, 0.0f);
+  for (int64_t i = 0; i < T_pad; ++i) {
+    // P = exp(S - L); a row with nothing visible (L = -inf) and the padding lanes take L = +inf: P = 0.
+    shift[i] = i < T_q && lse[i] != -kInf ? lse[i] : kInf;
+    // D_i = <dO_i, O_i>, which equals sum_j dP_ij P_ij (see the op)
+    row_dot[i] = i < T_q ? static_cast<float>(tapegrad::row_dot(dout.row(i), out.row(i), D_v, kContiguous)) : 0.0f;
+  }
+  const auto put = [accumulate](const float* from, int64_t n, float* to) {  // a finished row of a gradient
+    if (accumulate)
+      for (int64_t c = 0; c < n; ++c) to[c] += from[c];
+    else
+      std::copy(from, from + n, to);
+  };
+  for (int64_t j0 = 0; j0 < T_k; j0 += Bk) {
+    const int64_t cols = std::min(Bk, T_k - j0);
+    const int64_t hidden =
+        scoring.hidden_keys ? std::count(scoring.hidden_keys + j0, scoring.hidden_keys + j0 + cols, true) : 0;
+    std::fill(dK, dK + cols * D, 0.0f);
+    std::fill(dV, dV + cols * D_v, 0.0f);
+    // With the causal mask, query blocks that end before key j0 see none of these keys; no query sees a
+    // block of hidden keys, whose gradients stay 0.
+    const int64_t first_block = hidden == cols ? T_q : scoring.causal ? j0 / Bq * Bq : 0;
+    for (int64_t i0 = first_block; i0 < T_q; i0 += Bq) {
+      const int64_t rows = std::min(Bq, T_q - i0), lanes = round_up(rows, kLanes), vectors = lanes / kLanes;
+      tile_product(cols, vectors, D, k.row(j0), k.ld, 1, Qt + i0 * D, Bq, St, Bq, scale, false);  // Sᵀ = s K Qᵀ
+      if (hidden > 0 || scoring.alibi_slope != 0 || (scoring.causal && j0 + cols - 1 > i0))
+        score_transposed(St, Bq, i0, lanes, j0, cols, scoring);
+      for (int64_t r = 0; r < cols; ++r)  // Pᵀ = exp(Sᵀ - L), the forward's probabilities
+        for (int64_t lane = 0; lane < lanes; lane += kLanes)
+          _mm256_storeu_ps(St + r * Bq + lane,
+                           exp_lanes(_mm256_sub_ps(_mm256_loadu_ps(St + r * Bq + lane), _mm256_loadu_ps(shift + i0 + lane))));
+      const float* Z = St;  // the dropped probabilities Zᵀ
+      if (scoring.dropout_p > 0) {
+        for (int64_t r = 0; r < cols; ++r) std::copy(St + r * Bq, St + r * Bq + rows, Zt + r * Bq);
+        drop_transposed(Zt, Bq, i0, rows, j0, cols, T_k, scoring);
+        Z = Zt;
+      }
+      tile_product(cols, D_v / kLanes, rows, Z, Bq, 1, dout.row(i0), dout.ld, dV, D_v, 1.0f, true);  // dV += Z dO
+      tile_product(cols, vectors, D_v, v.row(j0), v.ld, 1, dOt + i0 * D_v, Bq, dPt, Bq, 1.0f, false);  // dZᵀ = V dOᵀ
+      if (scoring.dropout_p > 0) drop_transposed(dPt, Bq, i0, rows, j0, cols, T_k, scoring);     // dPᵀ
+      for (int64_t r = 0; r < cols; ++r)  // dSᵀ = Pᵀ ⊙ (dPᵀ - D), over dPᵀ
+        for (int64_t lane = 0; lane < lanes; lane += kLanes) {
+          const __m256 dp = _mm256_sub_ps(_mm256_loadu_ps(dPt + r * Bq + lane), _mm256_loadu_ps(row_dot + i0 + lane));
+          _mm256_storeu_ps(dPt + r * Bq + lane, _mm256_mul_ps(_mm256_loadu_ps(St + r * Bq + lane), dp));
+        }
+      tile_product(D, vectors, cols, k.row(j0), 1, k.ld, dPt, Bq, dQt + i0 * D, Bq, scale, true);  // dQᵀ += s Kᵀ dSᵀ
+      tile_product(cols, D / kLanes, rows, dPt, Bq, 1, q.row(i0), q.ld, dK, D, scale, true);      // dK += s dSᵀ Q
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      put(dK + c * D, D, dk.row(j0 + c));
+      put(dV + c * D_v, D_v, dv.row(j0 + c));
+    }
+  }
+  for (int64_t i = 0; i < T_q; ++i) {
+    const float* from = dQt + i / Bq * Bq * D + i % Bq;  // row i of dQ: column i % Bq of its block's panel
+    float* to = dq.row(i);
+    for (int64_t c = 0; c < D; ++c) to[c] = accumulate ? to[c] + from[c * Bq] : from[c * Bq];
+  }
+}
+
+#else  // no AVX2 + FMA, or AVX-512, where OpenBLAS's 512-bit kernels serve better: the BLAS kernels run
+
+bool flash_tiles_serve(int64_t, int64_t) { return false; }
+
+void flash_attention_forward_tiled(HeadMatrix<const float>, HeadMatrix<const float>, HeadMatrix<const float>, int64_t,
+                                   int64_t, int64_t, int64_t, const HeadScoring&, AttentionBlocks, HeadMatrix<float>,
+                                   float*) {
+  throw std::logic_error("flash_attention_forward_tiled: not built for this CPU (flash_tiles_serve is false)");
+}
+
+void flash_attention_backward_tiled(HeadMatrix<const float>, HeadMatrix<const float>, HeadMatrix<const float>,
+                                    HeadMatrix<const float>, const float*, HeadMatrix<const float>, int64_t, int64_t,
+                                    int64_t, int64_t, const HeadScoring&, AttentionBlocks, HeadMatrix<float>,
+                                    HeadMatrix<float>, HeadMatrix<float>, bool) {
+  throw std::logic_error("flash_attention_backward_tiled: not built for this CPU (flash_tiles_serve is false)");
+}
+
+#endif
+
+}  // namespace tapegrad
