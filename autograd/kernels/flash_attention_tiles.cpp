@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 
 #include "autograd/kernels/exp_lanes.h"
 #include "autograd/kernels/row_reductions.h"
