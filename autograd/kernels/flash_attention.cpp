@@ -32,24 +32,11 @@ uint64_t mix64(uint64_t x) {  // splitmix64's finaliser: every input bit reaches
   return x ^ (x >> 31);
 }
 
-/// How many of keys j0 .. j0 + cols the key padding mask hides. A block whose keys are all hidden is skipped
-/// whole (its probabilities are 0): a short row padded to the batch's length costs only its own keys.
-int64_t hidden_keys_in(const HeadScoring& scoring, int64_t j0, int64_t cols) {
-  if (scoring.hidden_keys == nullptr) return 0;
-  return std::count(scoring.hidden_keys + j0, scoring.hidden_keys + j0 + cols, true);
-}
-
 /// The key padding mask of keys j0 .. j0 + cols as an additive row (-inf hidden, 0 seen), so that rows
 /// apply it as one vectorised add.
 template <class T>
 void key_bias_row(const HeadScoring& scoring, int64_t j0, int64_t cols, T* bias) {
   for (int64_t c = 0; c < cols; ++c) bias[c] = scoring.hidden_keys[j0 + c] ? kNegInf<T> : T(0);
-}
-
-/// True when a block's scores (queries i0.., keys j0.., `hidden` of its cols keys hidden) need more than
-/// scale · q kᵀ: a bias or a mask that reaches into it.
-bool block_needs_scoring(const HeadScoring& scoring, int64_t i0, int64_t j0, int64_t cols, int64_t hidden) {
-  return hidden > 0 || scoring.alibi_slope != 0 || (scoring.causal && j0 + cols - 1 > i0);
 }
 
 /// Row i of a block of scores, keys j0 .. j0 + cols: the key padding (key_bias, or null when the block hides
@@ -87,11 +74,6 @@ void drop_row(T* row, int64_t i, int64_t j0, int64_t cols, int64_t T_k, const He
     row[c] = dropout_keeps(scoring.dropout_stream, i, j0 + c, T_k, scoring.dropout_p) ? row[c] * keep_scale : T(0);
 }
 
-/// The keys a block of queries i0 .. i0 + rows can see: all, or with the causal mask those up to its last.
-int64_t visible_keys(const HeadScoring& scoring, int64_t i0, int64_t rows, int64_t T_k) {
-  return scoring.causal ? std::min(T_k, i0 + rows) : T_k;
-}
-
 }  // namespace
 
 bool dropout_keeps(uint64_t stream, int64_t i, int64_t j, int64_t T_k, double p) {
@@ -127,13 +109,13 @@ void flash_attention_forward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadM
       running_sum[r] = 0;
     }
     const int64_t first = scoring.first_query + i0;  // the absolute index of the block's first query
-    const int64_t key_end = visible_keys(scoring, first, rows, T_k);
+    const int64_t key_end = scoring.visible_keys(first, rows, T_k);
     for (int64_t j0 = 0; j0 < key_end; j0 += Bk) {
-      const int64_t cols = std::min(Bk, key_end - j0), hidden = hidden_keys_in(scoring, j0, cols);
+      const int64_t cols = std::min(Bk, key_end - j0), hidden = scoring.hidden_keys_in(j0, cols);
       if (hidden == cols) continue;
       if (hidden > 0) key_bias_row(scoring, j0, cols, key_bias);
       blas_gemm(false, true, rows, cols, D, scale, q.row(i0), q.ld, k.row(j0), k.ld, T(0), S, cols);  // s Q Kᵀ
-      const bool scored = block_needs_scoring(scoring, first, j0, cols, hidden);
+      const bool scored = scoring.block_needs_scoring(first, j0, cols, hidden);
       for (int64_t r = 0; r < rows; ++r) {
         T *s = S + r * cols, *p = P + r * cols;
         if (scored) score_row(s, first + r, j0, cols, hidden > 0 ? key_bias : nullptr, scoring);
@@ -187,7 +169,7 @@ void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, Head
   }
   std::fill(dQ, dQ + T_q * D, T(0));
   for (int64_t j0 = 0; j0 < T_k; j0 += Bk) {
-    const int64_t cols = std::min(Bk, T_k - j0), hidden = hidden_keys_in(scoring, j0, cols);
+    const int64_t cols = std::min(Bk, T_k - j0), hidden = scoring.hidden_keys_in(j0, cols);
     std::fill(dK, dK + cols * D, T(0));
     std::fill(dV, dV + cols * D_v, T(0));
     if (hidden > 0) key_bias_row(scoring, j0, cols, key_bias);
@@ -197,7 +179,7 @@ void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, Head
     for (int64_t i0 = first_block; i0 < T_q; i0 += Bq) {
       const int64_t rows = std::min(Bq, T_q - i0);
       blas_gemm(false, true, rows, cols, D, scale, q.row(i0), q.ld, k.row(j0), k.ld, T(0), S, cols);  // s Q Kᵀ
-      const bool scored = block_needs_scoring(scoring, i0, j0, cols, hidden);
+      const bool scored = scoring.block_needs_scoring(i0, j0, cols, hidden);
       for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse): the forward's probabilities
         if (scored) score_row(S + r * cols, i0 + r, j0, cols, hidden > 0 ? key_bias : nullptr, scoring);
         exp_row(S + r * cols, lse[i0 + r], P + r * cols, cols);

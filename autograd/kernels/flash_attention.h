@@ -12,6 +12,7 @@
 //   - the order of the products' additions (BLAS, block by block).
 // tests/autograd/test_flash_attention.cpp states the bound (relative 1e-5 in float32, 1e-12 in float64)
 // and checks it for every mask and bias, with blocks that do not divide T.
+#include <algorithm>
 #include <cstdint>
 
 namespace tapegrad {
@@ -34,6 +35,19 @@ struct HeadScoring {
   uint64_t dropout_stream = 0;       // the head's dropout mask: keep(i, j) is a hash of (stream, i, j)
   int64_t first_query = 0;           // forward: the index i of the kernel's query row 0 (a block of the head's
                                      // rows); backward takes whole heads
+
+  /// How many of keys j0 .. j0 + cols the key padding mask hides. The kernels skip a block whose keys are
+  /// all hidden (its probabilities are 0): a short row padded to its batch's length costs only its own keys.
+  int64_t hidden_keys_in(int64_t j0, int64_t cols) const {
+    return hidden_keys == nullptr ? 0 : std::count(hidden_keys + j0, hidden_keys + j0 + cols, true);
+  }
+  /// True when the scores of queries i0.. against keys j0 .. j0 + cols (`hidden` of them hidden) need more
+  /// than scale · q kᵀ: a mask or a bias that reaches into the block.
+  bool block_needs_scoring(int64_t i0, int64_t j0, int64_t cols, int64_t hidden) const {
+    return hidden > 0 || alibi_slope != 0 || (causal && j0 + cols - 1 > i0);
+  }
+  /// The keys queries i0 .. i0 + rows can see, from key 0: all T_k, or with the causal mask up to the last.
+  int64_t visible_keys(int64_t i0, int64_t rows, int64_t T_k) const { return causal ? std::min(T_k, i0 + rows) : T_k; }
 };
 
 /// Query and key block sizes (the tests make them small and not dividing T); 0 leaves a size to the kernel

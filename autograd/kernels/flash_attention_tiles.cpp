@@ -160,14 +160,12 @@ void flash_attention_forward_tiled(HeadMatrix<const float> q, HeadMatrix<const f
     for (int64_t c = 0; c < D_v; ++c) std::fill(Ot + c * Bq, Ot + c * Bq + lanes, 0.0f);
     std::fill(running_max, running_max + lanes, -kInf);
     std::fill(running_sum, running_sum + lanes, 0.0f);
-    const int64_t key_end = scoring.causal ? std::min(T_k, first + rows) : T_k;
+    const int64_t key_end = scoring.visible_keys(first, rows, T_k);
     for (int64_t j0 = 0; j0 < key_end; j0 += Bk) {
-      const int64_t cols = std::min(Bk, key_end - j0);
-      const int64_t hidden =
-          scoring.hidden_keys ? std::count(scoring.hidden_keys + j0, scoring.hidden_keys + j0 + cols, true) : 0;
+      const int64_t cols = std::min(Bk, key_end - j0), hidden = scoring.hidden_keys_in(j0, cols);
       if (hidden == cols) continue;  // every key hidden: probabilities 0
       tile_product(cols, vectors, D, k.row(j0), k.ld, 1, Qt, Bq, St, Bq, scale, false);  // Sᵀ = s K Qᵀ
-      if (hidden > 0 || scoring.alibi_slope != 0 || (scoring.causal && j0 + cols - 1 > first))
+      if (scoring.block_needs_scoring(first, j0, cols, hidden))
         score_transposed(St, Bq, first, lanes, j0, cols, scoring);
       // The online softmax, lane by lane: m' = max(m, max_j Sᵀ_j), Pᵀ = exp(Sᵀ - m'), l' = l e^(m - m') +
       // sum_j Pᵀ_j; a lane whose keys are all hidden so far (m' = -inf) is shifted by 0 instead, so its -inf
@@ -243,9 +241,7 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
       std::copy(from, from + n, to);
   };
   for (int64_t j0 = 0; j0 < T_k; j0 += Bk) {
-    const int64_t cols = std::min(Bk, T_k - j0);
-    const int64_t hidden =
-        scoring.hidden_keys ? std::count(scoring.hidden_keys + j0, scoring.hidden_keys + j0 + cols, true) : 0;
+    const int64_t cols = std::min(Bk, T_k - j0), hidden = scoring.hidden_keys_in(j0, cols);
     std::fill(dK, dK + cols * D, 0.0f);
     std::fill(dV, dV + cols * D_v, 0.0f);
     // With the causal mask, query blocks that end before key j0 see none of these keys; no query sees a
@@ -254,7 +250,7 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
     for (int64_t i0 = first_block; i0 < T_q; i0 += Bq) {
       const int64_t rows = std::min(Bq, T_q - i0), lanes = round_up(rows, kLanes), vectors = lanes / kLanes;
       tile_product(cols, vectors, D, k.row(j0), k.ld, 1, Qt + i0 * D, Bq, St, Bq, scale, false);  // Sᵀ = s K Qᵀ
-      if (hidden > 0 || scoring.alibi_slope != 0 || (scoring.causal && j0 + cols - 1 > i0))
+      if (scoring.block_needs_scoring(i0, j0, cols, hidden))
         score_transposed(St, Bq, i0, lanes, j0, cols, scoring);
       for (int64_t r = 0; r < cols; ++r)  // Pᵀ = exp(Sᵀ - L), the forward's probabilities
         for (int64_t lane = 0; lane < lanes; lane += kLanes)

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -69,6 +71,14 @@ double kernel_error(const HeadCase& c, AttentionBlocks blocks, uint64_t seed) {
                    relative_error(dv, dv_ref)});
 }
 
+std::string describe(const HeadCase& c, AttentionBlocks blocks) {
+  std::ostringstream text;
+  text << "T_q " << c.T_q << " T_k " << c.T_k << " D " << c.D << " D_v " << c.D_v << " causal " << c.causal
+       << " padding " << c.padding << " slope " << c.slope << " dropout " << c.dropout << " blocks " << blocks.queries
+       << "x" << blocks.keys;
+  return text.str();
+}
+
 /// softmax(scale · q kᵀ - slope·|i - j|, masked) v from primitives: the materialised attention.
 Tensor composed_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool causal,
                           const Tensor& padding, const std::vector<double>& slopes) {
@@ -105,9 +115,7 @@ TEST_CASE("flash_attention kernels: equal the plain reference for every mask and
   uint64_t seed = 1;
   for (const HeadCase& c : cases)
     for (const AttentionBlocks& blocks : blockings) {
-      INFO("T_q " << c.T_q << " T_k " << c.T_k << " D " << c.D << " D_v " << c.D_v << " causal " << c.causal
-                  << " padding " << c.padding << " slope " << c.slope << " dropout " << c.dropout << " blocks "
-                  << blocks.queries << "x" << blocks.keys);
+      INFO(describe(c, blocks));
       CHECK(kernel_error<double>(c, blocks, seed) < 1e-12);
       CHECK(kernel_error<float>(c, blocks, seed) < 1e-5);
       ++seed;
@@ -129,9 +137,7 @@ TEST_CASE("flash_attention tiles: float32 heads of widths in 8s equal the refere
   uint64_t seed = 100;
   for (const HeadCase& c : cases)
     for (const AttentionBlocks& blocks : blockings) {
-      INFO("T_q " << c.T_q << " T_k " << c.T_k << " D " << c.D << " D_v " << c.D_v << " causal " << c.causal
-                  << " padding " << c.padding << " slope " << c.slope << " dropout " << c.dropout << " blocks "
-                  << blocks.queries << "x" << blocks.keys);
+      INFO(describe(c, blocks));
       CHECK(kernel_error<float>(c, blocks, seed++) < 1e-5);
     }
   // accumulate = true adds the gradients to what the buffers hold: twice the same call doubles them exactly.
