@@ -2,7 +2,9 @@
 // Tiled attention of one head, forward and backward, without a (T_q, T_k) matrix: the kernels behind
 // autograd/ops/flash_attention.cpp, where the math is derived. Each kernel walks blocks of queries
 // against blocks of keys; a block's scores and probabilities live in per-thread scratch of
-// block.queries × block.keys numbers, so memory is O(T·D) a head whatever T is.
+// block.queries × block.keys numbers, so memory is O(T·D) a head whatever T is. Their block products are
+// BLAS calls, except for float32 heads that the register tiles of flash_attention_tiles.h serve (AVX2
+// builds, D and D_v multiples of 8), to which they hand the call.
 //
 // The references beside them compute the same function the plain way, one (T_q, T_k) matrix in double:
 // scores, the row softmax, the dropout mask, the products. The fast kernels differ from them by
