@@ -18,8 +18,42 @@ namespace tapegrad {
 //           y' = y exactly; then backpropagate dy through the recomputation's tape:
 //             dx += dx'  = (∂y/∂x)ᵀ dy        (read from x'.grad)
 //             dθ += (∂y/∂θ)ᵀ dy               (added into θ's .grad by that backward itself)
-// saves   : x, fn, the generator's state
+// saves   : x, fn, the generator's state, and the results fn's ops kept (KeptResults: flash attention's
+//           output and log-sum-exp), which the recomputation takes instead of computing them again
+namespace {
+thread_local KeptResults* results_keeping = nullptr;
+thread_local KeptResults* results_replaying = nullptr;
+}  // namespace
+
+KeptResults* KeptResults::keeping() { return results_keeping; }
+KeptResults* KeptResults::replaying() { return results_replaying; }
+
+void KeptResults::keep(std::initializer_list<Tensor> results) {
+  if (full_ || count_ + static_cast<int>(results.size()) > kSlots) {
+    full_ = true;
+    return;
+  }
+  for (const Tensor& t : results) results_[count_++] = t;
+}
+
+const Tensor* KeptResults::take(int n) {
+  if (taken_ + n > count_) return nullptr;
+  taken_ += n;
+  return results_.data() + taken_ - n;
+}
+
 namespace detail {
+
+KeptResultsScope::KeptResultsScope(KeptResults* kept, Mode mode)
+    : keeping_before_(results_keeping), replaying_before_(results_replaying) {
+  results_keeping = mode == keep ? kept : nullptr;
+  results_replaying = mode == replay ? kept : nullptr;
+}
+
+KeptResultsScope::~KeptResultsScope() {
+  results_keeping = keeping_before_;
+  results_replaying = replaying_before_;
+}
 
 namespace {
 
@@ -62,7 +96,8 @@ bool checkpoint_records(const Tensor& x, std::span<const Tensor> parameters) {
 }
 
 Tensor record_checkpoint(Tensor y, const Tensor& x, std::span<const Tensor> parameters,
-                         std::unique_ptr<Recompute> fn, Generator* rng, const Generator::State& rng_before) {
+                         std::unique_ptr<Recompute> fn, Generator* rng, const Generator::State& rng_before,
+                         KeptResults&& kept) {
   if (!y.defined()) throw ValueError("checkpoint: the function returned an undefined tensor");
   // A handle of its own: fn may have returned x itself, or a view of it, whose autograd state the entry's
   // output must not take over.
@@ -75,6 +110,7 @@ Tensor record_checkpoint(Tensor y, const Tensor& x, std::span<const Tensor> para
   node->x = x;
   node->rng = rng;
   node->rng_before = rng_before;
+  node->kept = std::move(kept);
   Tape::current().append(std::move(node), y);
   return y;
 }
@@ -91,6 +127,7 @@ void CheckpointNode::backward(const Tensor& dout, BackwardContext& ctx) {
   {
     EnableGradGuard grad_on;
     RewoundGenerator rewound(rng, rng_before);
+    KeptResultsScope replaying(&kept, KeptResultsScope::replay);
     recomputed = fn->run(leaf);
   }
   if (!(recomputed.shape() == dout.shape()))

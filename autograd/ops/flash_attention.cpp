@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 
+#include "autograd/ops/checkpoint.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/views.h"
 #include "autograd/parallel.h"
@@ -216,19 +217,32 @@ Tensor run_flash(DType dtype, const Dims& d, const FlashAttentionOptions& option
   call.H = d.H;
   call.T_q = d.T_q;
   call.T_k = d.T_k;
-  // The output's memory is (B, T_q, H, D_v), heads side by side as nn's merge of the heads reads them (a
-  // view, no copy); the op returns it as (B, H, T_q, D_v).
-  Tensor out, lse = empty({d.B, d.H, d.T_q}, dtype);
-  {
-    NoGradGuard no_grad;
-    out = transpose(empty({d.B, d.T_q, d.H, d.D_v}, dtype), 1, 2);
-  }
   AttentionBlocks blocks;
-  dispatch_float(dtype, kOp, [&](auto tag) {
-    using F = decltype(tag);
-    blocks = kernel_blocks<F>(options.blocks, d.D, d.D_v);
-    forward_heads<F>(heads(tag), heads_of<F>(out, out.data<F>()), lse.data<F>(), d, call, blocks);
-  });
+  dispatch_float(dtype, kOp, [&](auto tag) { blocks = kernel_blocks<decltype(tag)>(options.blocks, d.D, d.D_v); });
+  // The output's memory is (B, T_q, H, D_v), heads side by side as nn's merge of the heads reads them (a
+  // view, no copy); the op returns it as (B, H, T_q, D_v). Inside an activation checkpoint's recomputation
+  // they are what the checkpoint's forward kept (checkpoint.h, KeptResults): O(T·D) numbers a head in place
+  // of O(T²·D) work.
+  Tensor out, lse;
+  KeptResults* replaying = KeptResults::replaying();
+  if (const Tensor* kept = replaying ? replaying->take(2) : nullptr) {
+    if (!(kept[0].shape() == Shape{d.B, d.H, d.T_q, d.D_v}) || kept[0].dtype() != dtype)
+      throw AutogradError(cat(kOp, ": the checkpoint's recomputation asks for ", Shape{d.B, d.H, d.T_q, d.D_v},
+                              " where its forward gave ", kept[0].shape(), ": the function is not the same twice"));
+    out = kept[0].detach();
+    lse = kept[1];
+  } else {
+    lse = empty({d.B, d.H, d.T_q}, dtype);
+    {
+      NoGradGuard no_grad;
+      out = transpose(empty({d.B, d.T_q, d.H, d.D_v}, dtype), 1, 2);
+    }
+    dispatch_float(dtype, kOp, [&](auto tag) {
+      using F = decltype(tag);
+      forward_heads<F>(heads(tag), heads_of<F>(out, out.data<F>()), lse.data<F>(), d, call, blocks);
+    });
+    if (KeptResults* keeping = KeptResults::keeping()) keeping->keep({out, lse});
+  }
   if (FlashAttentionNode* node = record_node(out)) {
     node->out = out;
     node->lse = lse;
