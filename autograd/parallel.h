@@ -35,11 +35,11 @@ class RangeFn {
 /// first exception thrown by fn is rethrown here after every range has finished.
 void parallel_for(int64_t n, int64_t grain, RangeFn fn);
 
-/// Calls fn(i) for every i in [0, n), handing items to the pool's threads one at a time as each finishes
-/// its last, for items of uneven cost (attention heads of a padded batch, query blocks under a causal mask),
-/// where parallel_for's equal ranges would leave one thread with the costly ones. Which thread runs an item
-/// depends on timing, so each fn(i) must write only its own outputs. As with parallel_for, n <= grain runs
-/// on the calling thread alone.
+/// Calls fn(i, i + 1) for every i in [0, n), handing items to the pool's threads one at a time as each
+/// finishes its last: for items of uneven cost (attention heads of a padded batch, query blocks under a
+/// causal mask), where parallel_for's equal ranges would leave one thread with the costly ones. Which thread
+/// runs an item depends on timing, so each call must write only its own item's outputs. As with
+/// parallel_for, n <= grain runs on the calling thread alone.
 void parallel_for_each_dynamic(int64_t n, int64_t grain, RangeFn fn);
 
 /// The grain for items of about `flops` floating-point operations each: enough items per range for about

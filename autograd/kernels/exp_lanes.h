@@ -20,7 +20,8 @@ inline __m256 exp_lanes(__m256 v) {
   using namespace exp_constants;
   const __m256 live = _mm256_cmp_ps(v, _mm256_set1_ps(kExpLow), _CMP_NLT_UQ);  // false for -inf and underflow only
   v = _mm256_min_ps(_mm256_set1_ps(kExpHigh), v);                              // a NaN v stays NaN
-  const __m256 k = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 k =
+      _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Lo), _mm256_fnmadd_ps(k, _mm256_set1_ps(kLn2Hi), v));
   __m256 p = _mm256_set1_ps(kP0);
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP1));

@@ -13,7 +13,7 @@
 // The math (the online softmax, D_i = <dO_i, O_i>, FlashAttention-2's order in backward) is derived in
 // ops/flash_attention.cpp; the products in the transposed layout are, per head,
 //   forward : Sᵀ = s K Qᵀ,  Oᵀ += Vᵀ Pᵀ
-//   backward: Sᵀ = s K Qᵀ,  Pᵀ = exp(Sᵀ - L),  dV += Zᵀᵀ dO (Zᵀ's rows are keys: dV_j = sum_i Zᵀ_ji dO_i),
+//   backward: Sᵀ = s K Qᵀ,  Pᵀ = exp(Sᵀ - L),  dV_j += sum_i Zᵀ_ji dO_i (Zᵀ's rows are keys),
 //             dZᵀ = V dOᵀ,  dSᵀ = Pᵀ ⊙ (dPᵀ - D),  dQᵀ += s Kᵀ dSᵀ,  dK += s dSᵀ Q
 // and each is tile_product with its operands' strides.
 #include "autograd/kernels/flash_attention_tiles.h"
@@ -135,7 +135,8 @@ void drop_transposed(float* St, int64_t ld, int64_t first, int64_t rows, int64_t
   const float keep_scale = static_cast<float>(1.0 / (1.0 - scoring.dropout_p));
   for (int64_t r = 0; r < cols; ++r)
     for (int64_t i = 0; i < rows; ++i)
-      St[r * ld + i] *= dropout_keeps(scoring.dropout_stream, first + i, j0 + r, T_k, scoring.dropout_p) ? keep_scale : 0.0f;
+      St[r * ld + i] *=
+          dropout_keeps(scoring.dropout_stream, first + i, j0 + r, T_k, scoring.dropout_p) ? keep_scale : 0.0f;
 }
 
 struct TileForwardScratch;  // tags of the per-thread blocks (kernels/scratch.h)
@@ -253,9 +254,10 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
       if (scoring.block_needs_scoring(i0, j0, cols, hidden))
         score_transposed(St, Bq, i0, lanes, j0, cols, scoring);
       for (int64_t r = 0; r < cols; ++r)  // Pᵀ = exp(Sᵀ - L), the forward's probabilities
-        for (int64_t lane = 0; lane < lanes; lane += kLanes)
-          _mm256_storeu_ps(St + r * Bq + lane,
-                           exp_lanes(_mm256_sub_ps(_mm256_loadu_ps(St + r * Bq + lane), _mm256_loadu_ps(shift + i0 + lane))));
+        for (int64_t lane = 0; lane < lanes; lane += kLanes) {
+          const __m256 s = _mm256_sub_ps(_mm256_loadu_ps(St + r * Bq + lane), _mm256_loadu_ps(shift + i0 + lane));
+          _mm256_storeu_ps(St + r * Bq + lane, exp_lanes(s));
+        }
       const float* Z = St;  // the dropped probabilities Zᵀ
       if (scoring.dropout_p > 0) {
         for (int64_t r = 0; r < cols; ++r) std::copy(St + r * Bq, St + r * Bq + rows, Zt + r * Bq);
@@ -263,14 +265,16 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
         Z = Zt;
       }
       tile_product(cols, D_v / kLanes, rows, Z, Bq, 1, dout.row(i0), dout.ld, dV, D_v, 1.0f, true);  // dV += Z dO
-      tile_product(cols, vectors, D_v, v.row(j0), v.ld, 1, dOt + i0 * D_v, Bq, dPt, Bq, 1.0f, false);  // dZᵀ = V dOᵀ
+      // dZᵀ = V dOᵀ
+      tile_product(cols, vectors, D_v, v.row(j0), v.ld, 1, dOt + i0 * D_v, Bq, dPt, Bq, 1.0f, false);
       if (scoring.dropout_p > 0) drop_transposed(dPt, Bq, i0, rows, j0, cols, T_k, scoring);     // dPᵀ
       for (int64_t r = 0; r < cols; ++r)  // dSᵀ = Pᵀ ⊙ (dPᵀ - D), over dPᵀ
         for (int64_t lane = 0; lane < lanes; lane += kLanes) {
           const __m256 dp = _mm256_sub_ps(_mm256_loadu_ps(dPt + r * Bq + lane), _mm256_loadu_ps(row_dot + i0 + lane));
           _mm256_storeu_ps(dPt + r * Bq + lane, _mm256_mul_ps(_mm256_loadu_ps(St + r * Bq + lane), dp));
         }
-      tile_product(D, vectors, cols, k.row(j0), 1, k.ld, dPt, Bq, dQt + i0 * D, Bq, scale, true);  // dQᵀ += s Kᵀ dSᵀ
+      // dQᵀ += s Kᵀ dSᵀ
+      tile_product(D, vectors, cols, k.row(j0), 1, k.ld, dPt, Bq, dQt + i0 * D, Bq, scale, true);
       tile_product(cols, D / kLanes, rows, dPt, Bq, 1, q.row(i0), q.ld, dK, D, scale, true);      // dK += s dSᵀ Q
     }
     for (int64_t c = 0; c < cols; ++c) {

@@ -90,7 +90,7 @@ void check_options(const FlashAttentionOptions& options, const Dims& d) {
   if (options.dropout_p > 0 && options.dropout_rng == nullptr)
     throw ValueError(cat(kOp, ": dropout_p = ", options.dropout_p, " needs a generator"));
   if (options.blocks.queries < 0 || options.blocks.keys < 0)
-    throw ValueError(cat(kOp, ": block sizes must be >= 1 (0: the kernel's own), got ", options.blocks.queries, " x ",
+    throw ValueError(cat(kOp, ": block sizes must be >= 0 (0: the kernel's own), got ", options.blocks.queries, " x ",
                          options.blocks.keys));
   if (!(options.scale >= 0 && std::isfinite(options.scale)))
     throw ValueError(cat(kOp, ": scale must be finite and >= 0 (0: 1/sqrt(D)), got ", options.scale));
@@ -105,7 +105,8 @@ void forward_heads(const std::array<Heads<const F>, 3>& qkv, const Heads<F>& ho,
   const Heads<const F>&hq = qkv[0], &hk = qkv[1], &hv = qkv[2];
   const int64_t query_blocks = (d.T_q + blocks.queries - 1) / blocks.queries;
   // Dynamic: items differ in cost (a padded row's keys are skipped, the causal mask skips blocks).
-  parallel_for_each_dynamic(d.B * d.H * query_blocks, grain_for_flops(4 * blocks.queries * d.T_k * d.D), [&](int64_t first, int64_t last) {
+  const int64_t grain = grain_for_flops(4 * blocks.queries * d.T_k * d.D);
+  parallel_for_each_dynamic(d.B * d.H * query_blocks, grain, [&](int64_t first, int64_t last) {
     for (int64_t item = first; item < last; ++item) {
       const int64_t bh = item / query_blocks, i0 = item % query_blocks * blocks.queries;
       HeadScoring s = call.head(bh);
