@@ -83,6 +83,16 @@ bool dropout_keeps(uint64_t stream, int64_t i, int64_t j, int64_t T_k, double p)
 }
 
 template <class T>
+void blocks_with_gradient(HeadMatrix<const T> dout, int64_t T_q, int64_t D_v, int64_t Bq, uint8_t* flags) {
+  for (int64_t i0 = 0; i0 < T_q; i0 += Bq) {
+    bool any = false;
+    for (int64_t i = i0; i < std::min(T_q, i0 + Bq) && !any; ++i)
+      any = std::any_of(dout.row(i), dout.row(i) + D_v, [](T g) { return g != T(0); });
+    flags[i0 / Bq] = any;
+  }
+}
+
+template <class T>
 AttentionBlocks kernel_blocks(AttentionBlocks requested, int64_t D, int64_t D_v) {
   const bool tiles = std::is_same_v<T, float> && flash_tiles_serve(D, D_v);
   return {requested.queries > 0 ? requested.queries : tiles ? 64 : 128,
@@ -163,6 +173,8 @@ void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, Head
   T* S = scratch<T, BackwardScratch>(2 * Bq * Bk + T_q + T_q * D + Bk * (D + D_v + 1));
   T *P = S + Bq * Bk, *row_dot = P + Bq * Bk, *dQ = row_dot + T_q, *dK = dQ + T_q * D, *dV = dK + Bk * D,
     *key_bias = dV + Bk * D_v;
+  uint8_t* has_gradient = scratch<uint8_t, BackwardScratch>((T_q + Bq - 1) / Bq);
+  blocks_with_gradient(dout, T_q, D_v, Bq, has_gradient);
   const T scale = static_cast<T>(scoring.scale);
   for (int64_t i = 0; i < T_q; ++i) {  // D_i = <dO_i, O_i>, which equals sum_j dP_ij P_ij (see the op)
     row_dot[i] = static_cast<T>(tapegrad::row_dot(dout.row(i), out.row(i), D_v, kContiguous));
@@ -177,6 +189,7 @@ void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, Head
     // block of hidden keys, whose gradients stay 0.
     const int64_t first_block = hidden == cols ? T_q : scoring.causal ? j0 / Bq * Bq : 0;
     for (int64_t i0 = first_block; i0 < T_q; i0 += Bq) {
+      if (!has_gradient[i0 / Bq]) continue;
       const int64_t rows = std::min(Bq, T_q - i0);
       blas_gemm(false, true, rows, cols, D, scale, q.row(i0), q.ld, k.row(j0), k.ld, T(0), S, cols);  // s Q Kᵀ
       const bool scored = scoring.block_needs_scoring(i0, j0, cols, hidden);
@@ -274,6 +287,7 @@ void attention_reference(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadMatri
 
 #define TAPEGRAD_FLASH_ATTENTION(T)                                                                                   \
   template AttentionBlocks kernel_blocks<T>(AttentionBlocks, int64_t, int64_t);                                       \
+  template void blocks_with_gradient<T>(HeadMatrix<const T>, int64_t, int64_t, int64_t, uint8_t*);                   \
   template void flash_attention_forward<T>(HeadMatrix<const T>, HeadMatrix<const T>, HeadMatrix<const T>, int64_t,     \
                                            int64_t, int64_t, int64_t, const HeadScoring&, AttentionBlocks,            \
                                            HeadMatrix<T>, T*);                                                         \

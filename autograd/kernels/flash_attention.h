@@ -65,6 +65,13 @@ struct AttentionBlocks {
 template <class T>
 AttentionBlocks kernel_blocks(AttentionBlocks requested, int64_t D, int64_t D_v);
 
+/// Per block of Bq queries (block b: rows b·Bq ..), whether any of its rows of dout is not zero. Backward
+/// skips the blocks without: a query whose dO_i is 0 adds nothing to any gradient (dP_i = dO_i Vᵀ = 0 and
+/// D_i = <dO_i, O_i> = 0, so dS_i = 0, and dV gets Zᵀ_i · 0), exactly, sign of zero included. A classifier's
+/// padded positions send back exactly such rows: they reach the loss through nothing.
+template <class T>
+void blocks_with_gradient(HeadMatrix<const T> dout, int64_t T_q, int64_t D_v, int64_t Bq, uint8_t* flags);
+
 /// True when dropout keeps probability (i, j) of the head whose mask stream is `stream`. The same call
 /// in forward and backward gives the same mask, so it is never stored.
 bool dropout_keeps(uint64_t stream, int64_t i, int64_t j, int64_t T_k, double p);

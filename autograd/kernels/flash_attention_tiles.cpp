@@ -223,6 +223,8 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
   float *dOt = Qt + D * T_pad, *dQt = dOt + D_v * T_pad, *shift = dQt + D * T_pad, *row_dot = shift + T_pad,
         *St = row_dot + T_pad, *dPt = St + Bk * Bq, *Zt = dPt + Bk * Bq, *dK = Zt + Bk * Bq, *dV = dK + Bk * D;
   const float scale = static_cast<float>(scoring.scale);
+  uint8_t* has_gradient = scratch<uint8_t, TileBackwardScratch>(T_pad / Bq);
+  blocks_with_gradient(dout, T_q, D_v, Bq, has_gradient);
   for (int64_t i0 = 0; i0 < T_q; i0 += Bq) {
     const int64_t rows = std::min(Bq, T_q - i0);
     transpose_into(q.row(i0), q.ld, rows, D, Qt + i0 * D, Bq, Bq);
@@ -249,6 +251,7 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
     // block of hidden keys, whose gradients stay 0.
     const int64_t first_block = hidden == cols ? T_q : scoring.causal ? j0 / Bq * Bq : 0;
     for (int64_t i0 = first_block; i0 < T_q; i0 += Bq) {
+      if (!has_gradient[i0 / Bq]) continue;
       const int64_t rows = std::min(Bq, T_q - i0), lanes = round_up(rows, kLanes), vectors = lanes / kLanes;
       tile_product(cols, vectors, D, k.row(j0), k.ld, 1, Qt + i0 * D, Bq, St, Bq, scale, false);  // Sᵀ = s K Qᵀ
       if (scoring.block_needs_scoring(i0, j0, cols, hidden))

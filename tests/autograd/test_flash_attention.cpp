@@ -34,6 +34,7 @@ struct HeadCase {
   int padding;  // 0: none, 1: every third key hidden, 2: every key, 3: the last half (a short row padded to
                // its batch's length: whole key blocks hidden), 4: the first third
   double slope, dropout;
+  int64_t zero_gradient_rows = 0;  // the last rows of dO are 0 (a classifier's padded positions): skipped
 };
 
 /// Runs the fast kernels and the reference on one head of random numbers; returns the worst relative error
@@ -46,8 +47,9 @@ double kernel_error(const HeadCase& c, AttentionBlocks blocks, uint64_t seed) {
     for (T& e : x) e = static_cast<T>(gen.normal());
     return x;
   };
-  const std::vector<T> q = random(c.T_q * c.D), k = random(c.T_k * c.D), v = random(c.T_k * c.D_v),
-                       dout = random(c.T_q * c.D_v);
+  const std::vector<T> q = random(c.T_q * c.D), k = random(c.T_k * c.D), v = random(c.T_k * c.D_v);
+  std::vector<T> dout = random(c.T_q * c.D_v);
+  std::fill(dout.end() - c.zero_gradient_rows * c.D_v, dout.end(), T(0));
   std::vector<char> hidden(static_cast<size_t>(c.T_k), c.padding == 2);
   for (int64_t j = 0; j < c.T_k; ++j)
     if ((c.padding == 1 && j % 3 == 0) || (c.padding == 3 && j >= c.T_k / 2) || (c.padding == 4 && j < c.T_k / 3))
@@ -75,7 +77,7 @@ std::string describe(const HeadCase& c, AttentionBlocks blocks) {
   std::ostringstream text;
   text << "T_q " << c.T_q << " T_k " << c.T_k << " D " << c.D << " D_v " << c.D_v << " causal " << c.causal
        << " padding " << c.padding << " slope " << c.slope << " dropout " << c.dropout << " blocks " << blocks.queries
-       << "x" << blocks.keys;
+       << "x" << blocks.keys << " zero dO rows " << c.zero_gradient_rows;
   return text.str();
 }
 
@@ -110,6 +112,7 @@ TEST_CASE("flash_attention kernels: equal the plain reference for every mask and
       {5, 9, 3, 6, true, 1, 0.3, 0.2}, {1, 1, 2, 2, false, 0, 0, 0},    {6, 6, 2, 3, true, 2, 0, 0},
       {33, 17, 8, 5, false, 1, 0, 0.3}, {40, 40, 16, 16, true, 1, 0.5, 0.1}, {17, 33, 8, 8, true, 0, 0.2, 0},
       {21, 30, 8, 8, false, 3, 0, 0},  {30, 30, 8, 8, true, 3, 0, 0.1},  {19, 26, 4, 4, false, 4, 0.3, 0},
+      {30, 30, 4, 4, false, 3, 0, 0.2, 17}, {12, 12, 3, 3, true, 0, 0.3, 0, 12},
   };
   const std::vector<AttentionBlocks> blockings{{3, 5}, {1, 1}, {4, 2}, {64, 128}};
   uint64_t seed = 1;
@@ -132,6 +135,7 @@ TEST_CASE("flash_attention tiles: float32 heads of widths in 8s equal the refere
   const std::vector<HeadCase> cases{
       {1, 1, 8, 8, false, 0, 0, 0},      {13, 13, 16, 24, true, 1, 0.3, 0.2}, {70, 45, 24, 8, false, 3, 0, 0},
       {45, 70, 64, 64, true, 4, 0.25, 0}, {130, 130, 32, 32, true, 3, 0, 0.1}, {9, 9, 8, 16, false, 2, 0, 0},
+      {140, 140, 16, 16, false, 3, 0, 0.1, 70}, {20, 20, 8, 8, true, 0, 0.2, 0, 20},
   };
   const std::vector<AttentionBlocks> blockings{{0, 0}, {3, 5}, {16, 7}, {64, 64}};
   uint64_t seed = 100;
