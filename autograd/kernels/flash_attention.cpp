@@ -163,12 +163,6 @@ void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, Head
     if (flash_tiles_serve(D, D_v))
       return flash_attention_backward_tiled(q, k, v, out, lse, dout, T_q, T_k, D, D_v, scoring, blocks, dq, dk, dv,
                                             accumulate);
-  const auto put = [accumulate](const T* from, int64_t n, T* to) {  // a finished row of a gradient
-    if (accumulate)
-      for (int64_t c = 0; c < n; ++c) to[c] += from[c];
-    else
-      std::copy(from, from + n, to);
-  };
   const int64_t Bq = blocks.queries, Bk = blocks.keys;
   T* S = scratch<T, BackwardScratch>(2 * Bq * Bk + T_q + T_q * D + Bk * (D + D_v + 1));
   T *P = S + Bq * Bk, *row_dot = P + Bq * Bk, *dQ = row_dot + T_q, *dK = dQ + T_q * D, *dV = dK + Bk * D,
@@ -185,10 +179,8 @@ void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, Head
     std::fill(dK, dK + cols * D, T(0));
     std::fill(dV, dV + cols * D_v, T(0));
     if (hidden > 0) key_bias_row(scoring, j0, cols, key_bias);
-    // With the causal mask, query blocks that end before key j0 see none of these keys; no query sees a
-    // block of hidden keys, whose gradients stay 0.
-    const int64_t first_block = hidden == cols ? T_q : scoring.causal ? j0 / Bq * Bq : 0;
-    for (int64_t i0 = first_block; i0 < T_q; i0 += Bq) {
+    // Only the query blocks that can see these keys (a block hidden whole keeps its gradients at 0).
+    for (int64_t i0 = scoring.first_query_block(j0, cols, hidden, Bq, T_q); i0 < T_q; i0 += Bq) {
       if (!has_gradient[i0 / Bq]) continue;
       const int64_t rows = std::min(Bq, T_q - i0);
       blas_gemm(false, true, rows, cols, D, scale, q.row(i0), q.ld, k.row(j0), k.ld, T(0), S, cols);  // s Q Kᵀ
@@ -215,11 +207,11 @@ void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, Head
       blas_gemm(true, false, cols, D, rows, scale, S, cols, q.row(i0), q.ld, T(1), dK, D);  // dK += s dSᵀ Q
     }
     for (int64_t c = 0; c < cols; ++c) {
-      put(dK + c * D, D, dk.row(j0 + c));
-      put(dV + c * D_v, D_v, dv.row(j0 + c));
+      put_gradient_row(dK + c * D, D, dk.row(j0 + c), accumulate);
+      put_gradient_row(dV + c * D_v, D_v, dv.row(j0 + c), accumulate);
     }
   }
-  for (int64_t i = 0; i < T_q; ++i) put(dQ + i * D, D, dq.row(i));
+  for (int64_t i = 0; i < T_q; ++i) put_gradient_row(dQ + i * D, D, dq.row(i), accumulate);
 }
 
 template <class T>

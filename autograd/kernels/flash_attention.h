@@ -50,7 +50,22 @@ struct HeadScoring {
   }
   /// The keys queries i0 .. i0 + rows can see, from key 0: all T_k, or with the causal mask up to the last.
   int64_t visible_keys(int64_t i0, int64_t rows, int64_t T_k) const { return causal ? std::min(T_k, i0 + rows) : T_k; }
+  /// Backward's first block of Bq queries to meet keys j0 .. j0 + cols (`hidden` of them hidden): T_q (none)
+  /// when every key is hidden, with the causal mask the block holding query j0 (those before see none of
+  /// these keys), else 0.
+  int64_t first_query_block(int64_t j0, int64_t cols, int64_t hidden, int64_t Bq, int64_t T_q) const {
+    return hidden == cols ? T_q : causal ? j0 / Bq * Bq : 0;
+  }
 };
+
+/// A finished row of a gradient (n numbers) written to `to`, or added to what it holds when `accumulate`.
+template <class T>
+void put_gradient_row(const T* from, int64_t n, T* to, bool accumulate) {
+  if (accumulate)
+    for (int64_t c = 0; c < n; ++c) to[c] += from[c];
+  else
+    std::copy(from, from + n, to);
+}
 
 /// Query and key block sizes (the tests make them small and not dividing T); 0 leaves a size to the kernel
 /// that serves the call (kernel_blocks).

@@ -237,20 +237,12 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
     // D_i = <dO_i, O_i>, which equals sum_j dP_ij P_ij (see the op)
     row_dot[i] = i < T_q ? static_cast<float>(tapegrad::row_dot(dout.row(i), out.row(i), D_v, kContiguous)) : 0.0f;
   }
-  const auto put = [accumulate](const float* from, int64_t n, float* to) {  // a finished row of a gradient
-    if (accumulate)
-      for (int64_t c = 0; c < n; ++c) to[c] += from[c];
-    else
-      std::copy(from, from + n, to);
-  };
   for (int64_t j0 = 0; j0 < T_k; j0 += Bk) {
     const int64_t cols = std::min(Bk, T_k - j0), hidden = scoring.hidden_keys_in(j0, cols);
     std::fill(dK, dK + cols * D, 0.0f);
     std::fill(dV, dV + cols * D_v, 0.0f);
-    // With the causal mask, query blocks that end before key j0 see none of these keys; no query sees a
-    // block of hidden keys, whose gradients stay 0.
-    const int64_t first_block = hidden == cols ? T_q : scoring.causal ? j0 / Bq * Bq : 0;
-    for (int64_t i0 = first_block; i0 < T_q; i0 += Bq) {
+    // Only the query blocks that can see these keys (a block hidden whole keeps its gradients at 0).
+    for (int64_t i0 = scoring.first_query_block(j0, cols, hidden, Bq, T_q); i0 < T_q; i0 += Bq) {
       if (!has_gradient[i0 / Bq]) continue;
       const int64_t rows = std::min(Bq, T_q - i0), lanes = round_up(rows, kLanes), vectors = lanes / kLanes;
       tile_product(cols, vectors, D, k.row(j0), k.ld, 1, Qt + i0 * D, Bq, St, Bq, scale, false);  // Sᵀ = s K Qᵀ
@@ -281,8 +273,8 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
       tile_product(cols, D / kLanes, rows, dPt, Bq, 1, q.row(i0), q.ld, dK, D, scale, true);      // dK += s dSᵀ Q
     }
     for (int64_t c = 0; c < cols; ++c) {
-      put(dK + c * D, D, dk.row(j0 + c));
-      put(dV + c * D_v, D_v, dv.row(j0 + c));
+      put_gradient_row(dK + c * D, D, dk.row(j0 + c), accumulate);
+      put_gradient_row(dV + c * D_v, D_v, dv.row(j0 + c), accumulate);
     }
   }
   for (int64_t i = 0; i < T_q; ++i) {
