@@ -170,6 +170,36 @@ void batched_gemm_reference(const Tensor& a, bool flip_a, const Tensor& b, bool 
 }
 
 template <class T>
+void nonzero_row_runs(const T* m, int64_t rows, int64_t cols, int64_t ld, int64_t min_gap, std::vector<RowRun>& runs) {
+  thread_local std::vector<uint8_t> this_threads_flags;  // the workers write the caller's
+  std::vector<uint8_t>& nonzero = this_threads_flags;
+  nonzero.resize(static_cast<size_t>(rows));
+  parallel_for(rows, grain_for_elements(cols), [&](int64_t first, int64_t last) {
+    for (int64_t r = first; r < last; ++r) {
+      const T* row = m + r * ld;
+      int64_t j = 0;
+      while (j < cols && row[j] == T(0)) ++j;  // a NaN compares unequal to 0: non-zero
+      nonzero[r] = j < cols;
+    }
+  });
+  runs.clear();
+  for (int64_t r = 0; r < rows;) {
+    if (!nonzero[r]) {
+      ++r;
+      continue;
+    }
+    int64_t end = r + 1;
+    while (end < rows && nonzero[end]) ++end;
+    if (!runs.empty() && r - runs.back().second < min_gap) runs.back().second = end;  // a short gap: join
+    else runs.emplace_back(r, end);
+    r = end;
+  }
+}
+
+template void nonzero_row_runs<float>(const float*, int64_t, int64_t, int64_t, int64_t, std::vector<RowRun>&);
+template void nonzero_row_runs<double>(const double*, int64_t, int64_t, int64_t, int64_t, std::vector<RowRun>&);
+
+template <class T>
 void repeat_row(const T* row, T* out, int64_t rows, int64_t n) {
   if (rows == 0 || n == 0) return;
   // In each thread's part, a stamp of about 4 KiB of rows, then the stamp copied block by block: a few

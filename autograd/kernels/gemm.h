@@ -5,6 +5,8 @@
 // batched_gemm_reference is the same product as a plain triple loop in double, for the tests.
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "autograd/tensor.h"
 
@@ -39,6 +41,16 @@ void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Te
 /// sum_k op(a)_ik op(b)_kj, accumulated in double.
 void batched_gemm_reference(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c,
                             const Shape& batch, double beta);
+
+/// Rows [begin, end) of a matrix.
+using RowRun = std::pair<int64_t, int64_t>;
+
+/// The runs of rows of m (rows × cols, row-major with leading dim ld) that hold a non-zero, in order, into
+/// `runs` (its memory reused). A gap of fewer than `min_gap` all-zero rows stays inside its run: a product
+/// over a few zero rows costs less than a second call. Each row is read up to its first non-zero, so a
+/// dense matrix costs about one element a row. A NaN counts as non-zero.
+template <class T>
+void nonzero_row_runs(const T* m, int64_t rows, int64_t cols, int64_t ld, int64_t min_gap, std::vector<RowRun>& runs);
 
 /// Each of the `rows` rows of out (rows, n) set to `row` (n): a linear layer's output starting as its bias.
 template <class T>

@@ -33,13 +33,13 @@ Shape batch_of(const Shape& s) {
   return batch;
 }
 
-/// A view of t's storage with this shape and these strides (t's offset).
-Tensor view_of(const Tensor& t, const Shape& shape, const Shape& strides) {
+/// A view of t's storage with this shape and these strides, `skip` elements past t's offset.
+Tensor view_of(const Tensor& t, const Shape& shape, const Shape& strides, int64_t skip = 0) {
   auto impl = make_pooled<TensorImpl>();
   impl->storage = t.storage();
   impl->shape = shape;
   impl->strides = strides;
-  impl->offset = t.offset();
+  impl->offset = t.offset() + skip;
   impl->dtype = t.dtype();
   return Tensor(std::move(impl));
 }
@@ -153,6 +153,9 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 // forward : y = X Wᵀ + b           one gemm over all R rows that starts from b in every row (beta = 1),
 //                                  so the output is written once and BLAS does not zero it first
 // backward: dX = dY W,  dW = dYᵀ X (summed over the rows by the product),  db = sum_rows dY
+//           A row of dY that is all zero adds nothing to dW and makes its row of dX zero, so when many
+//           are (a classifier's padded positions: the pooling skips them and later layers hide them as
+//           keys), the products run over the other rows only. Exact: dW's sum keeps its terms, regrouped.
 // saves   : X as BLAS reads it, W
 namespace {
 
@@ -197,13 +200,58 @@ LinearForward linear_forward(const Tensor& x, const Tensor& weight, const Tensor
   return {out, *rows, w};
 }
 
-/// linear's backward from dY (R, N): dX = dY W, dW = dYᵀ X, db = sum_rows dY.
-void linear_backward(const Tensor& dy, const Tensor& xv, const Tensor& wv, BackwardContext& ctx) {
-  ctx.add_into(0, [&](auto dx) {  // dX = dY W
-    Tensor dx_rows = view_of(dx.tensor, xv.shape(), contiguous_strides(xv.shape()));
-    batched_gemm(dy, false, wv, false, dx_rows, Shape{}, dx.beta);
+// The zero rows of dY are skipped when they are at least 1/kSkipZeroRowsFrom of them, in at most
+// kMaxRowRuns runs of the others (each run is its own product: fewer, longer products run faster), and
+// gaps under kPartAlignRows rows stay inside a run.
+constexpr int64_t kSkipZeroRowsFrom = 8, kMaxRowRuns = 4, kPartAlignRows = 32;
+
+/// The runs of rows of dY (R, N) that linear's backward products cover: every row, or the runs that hold
+/// a non-zero when skipping the others pays (see above).
+const std::vector<RowRun>& rows_with_gradient(const Tensor& dy) {
+  thread_local std::vector<RowRun> this_threads_runs;
+  std::vector<RowRun>& runs = this_threads_runs;
+  const int64_t R = dy.shape()[0], N = dy.shape()[1];
+  dispatch_float(dy.dtype(), "linear", [&](auto tag) {
+    using T = decltype(tag);
+    nonzero_row_runs(dy.data<T>(), R, N, dy.strides()[0], kPartAlignRows, runs);
   });
-  ctx.add_into(1, [&](auto dw) { batched_gemm(dy, true, xv, false, dw.tensor, Shape{}, dw.beta); });  // dW = dYᵀ X
+  int64_t covered = 0;
+  for (const RowRun& run : runs) covered += run.second - run.first;
+  if (static_cast<int64_t>(runs.size()) > kMaxRowRuns || (R - covered) * kSkipZeroRowsFrom < R)
+    runs.assign(1, RowRun{0, R});
+  return runs;
+}
+
+/// linear's backward from dY (R, N): dX = dY W, dW = dYᵀ X, db = sum_rows dY; the products run over the
+/// rows of dY that rows_with_gradient gives, and the other rows of dX are zero.
+void linear_backward(const Tensor& dy, const Tensor& xv, const Tensor& wv, BackwardContext& ctx) {
+  const std::vector<RowRun>& runs = rows_with_gradient(dy);
+  const int64_t N = dy.shape()[1], K = xv.shape()[1];
+  auto rows_of = [&](const Tensor& t, int64_t cols, int64_t ld, const RowRun& run) {
+    return view_of(t, Shape{run.second - run.first, cols}, Shape{ld, 1}, run.first * ld);
+  };
+  ctx.add_into(0, [&](auto dx) {  // dX = dY W
+    using T = typename decltype(dx)::value_type;
+    int64_t done = 0;  // rows of dX written so far
+    auto zero_rows_to = [&](int64_t row) {  // rows [done, row) of dY are zero, and so are dX's
+      if (dx.mode == GradMode::assign) std::fill(dx.data() + done * K, dx.data() + row * K, T(0));
+      done = row;
+    };
+    for (const RowRun& run : runs) {
+      zero_rows_to(run.first);
+      Tensor dx_rows = rows_of(dx.tensor, K, K, run);
+      batched_gemm(rows_of(dy, N, dy.strides()[0], run), false, wv, false, dx_rows, Shape{}, dx.beta);
+      done = run.second;
+    }
+    zero_rows_to(xv.shape()[0]);
+  });
+  ctx.add_into(1, [&](auto dw) {  // dW = dYᵀ X, summed run by run
+    using T = typename decltype(dw)::value_type;
+    if (runs.empty() && dw.mode == GradMode::assign) std::fill(dw.data(), dw.data() + dw.tensor.numel(), T(0));
+    for (size_t i = 0; i < runs.size(); ++i)
+      batched_gemm(rows_of(dy, N, dy.strides()[0], runs[i]), true, rows_of(xv, K, xv.strides()[0], runs[i]), false,
+                   dw.tensor, Shape{}, i == 0 ? dw.beta : T(1));
+  });
   ctx.accumulate(2, dy);  // db: dy's rows summed into (N)
 }
 
