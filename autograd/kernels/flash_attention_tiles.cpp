@@ -218,10 +218,14 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
   const int64_t Bq = round_up(blocks.queries, kLanes), Bk = blocks.keys, T_pad = round_up(T_q, Bq);
   // The whole head's queries transposed, block by block: Qᵀ, dOᵀ and dQᵀ (summed over key blocks) hold the
   // (D × Bq) panel of query block b at b·D·Bq, rows Bq apart (rows T apart would fall into the same few
-  // cache sets). Then per block Sᵀ/Pᵀ, dPᵀ/dSᵀ and the dropped Zᵀ, and a key block's dK and dV.
-  float* Qt = scratch<float, TileBackwardScratch>((2 * D + D_v + 2) * T_pad + 3 * Bk * Bq + Bk * (D + D_v));
+  // cache sets). Then per block Sᵀ/Pᵀ, dPᵀ/dSᵀ and the dropped Zᵀ, and a key block's dK and dV. Q and dO
+  // are also copied as contiguous rows (Qc, dOc), and each key block's K and V (Kc, Vc): read in place,
+  // their rows lie a packed projection's 3C or C apart, and a block's rows shared a few L1 sets, which cost
+  // 10-20% of the backward (docs/performance.md).
+  float* Qt = scratch<float, TileBackwardScratch>((3 * D + 2 * D_v + 2) * T_pad + 3 * Bk * Bq + 2 * Bk * (D + D_v));
   float *dOt = Qt + D * T_pad, *dQt = dOt + D_v * T_pad, *shift = dQt + D * T_pad, *row_dot = shift + T_pad,
         *St = row_dot + T_pad, *dPt = St + Bk * Bq, *Zt = dPt + Bk * Bq, *dK = Zt + Bk * Bq, *dV = dK + Bk * D;
+  float *Qc = dV + Bk * D_v, *dOc = Qc + D * T_pad, *Kc = dOc + D_v * T_pad, *Vc = Kc + Bk * D;
   const float scale = static_cast<float>(scoring.scale);
   uint8_t* has_gradient = scratch<uint8_t, TileBackwardScratch>(T_pad / Bq);
   blocks_with_gradient(dout, T_q, D_v, Bq, has_gradient);
@@ -229,6 +233,10 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
     const int64_t rows = std::min(Bq, T_q - i0);
     transpose_into(q.row(i0), q.ld, rows, D, Qt + i0 * D, Bq, Bq);
     transpose_into(dout.row(i0), dout.ld, rows, D_v, dOt + i0 * D_v, Bq, Bq);
+  }
+  for (int64_t i = 0; i < T_q; ++i) {
+    std::copy(q.row(i), q.row(i) + D, Qc + i * D);
+    std::copy(dout.row(i), dout.row(i) + D_v, dOc + i * D_v);
   }
   std::fill(dQt, dQt + D * T_pad, 0.0f);
   for (int64_t i = 0; i < T_pad; ++i) {
@@ -241,11 +249,15 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
     const int64_t cols = std::min(Bk, T_k - j0), hidden = scoring.hidden_keys_in(j0, cols);
     std::fill(dK, dK + cols * D, 0.0f);
     std::fill(dV, dV + cols * D_v, 0.0f);
+    for (int64_t c = 0; c < cols; ++c) {
+      std::copy(k.row(j0 + c), k.row(j0 + c) + D, Kc + c * D);
+      std::copy(v.row(j0 + c), v.row(j0 + c) + D_v, Vc + c * D_v);
+    }
     // Only the query blocks that can see these keys (a block hidden whole keeps its gradients at 0).
     for (int64_t i0 = scoring.first_query_block(j0, cols, hidden, Bq, T_q); i0 < T_q; i0 += Bq) {
       if (!has_gradient[i0 / Bq]) continue;
       const int64_t rows = std::min(Bq, T_q - i0), lanes = round_up(rows, kLanes), vectors = lanes / kLanes;
-      tile_product(cols, vectors, D, k.row(j0), k.ld, 1, Qt + i0 * D, Bq, St, Bq, scale, false);  // Sᵀ = s K Qᵀ
+      tile_product(cols, vectors, D, Kc, D, 1, Qt + i0 * D, Bq, St, Bq, scale, false);  // Sᵀ = s K Qᵀ
       if (scoring.block_needs_scoring(i0, j0, cols, hidden))
         score_transposed(St, Bq, i0, lanes, j0, cols, scoring);
       for (int64_t r = 0; r < cols; ++r)  // Pᵀ = exp(Sᵀ - L), the forward's probabilities
@@ -259,9 +271,9 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
         drop_transposed(Zt, Bq, i0, rows, j0, cols, T_k, scoring);
         Z = Zt;
       }
-      tile_product(cols, D_v / kLanes, rows, Z, Bq, 1, dout.row(i0), dout.ld, dV, D_v, 1.0f, true);  // dV += Z dO
+      tile_product(cols, D_v / kLanes, rows, Z, Bq, 1, dOc + i0 * D_v, D_v, dV, D_v, 1.0f, true);  // dV += Z dO
       // dZᵀ = V dOᵀ
-      tile_product(cols, vectors, D_v, v.row(j0), v.ld, 1, dOt + i0 * D_v, Bq, dPt, Bq, 1.0f, false);
+      tile_product(cols, vectors, D_v, Vc, D_v, 1, dOt + i0 * D_v, Bq, dPt, Bq, 1.0f, false);
       if (scoring.dropout_p > 0) drop_transposed(dPt, Bq, i0, rows, j0, cols, T_k, scoring);     // dPᵀ
       for (int64_t r = 0; r < cols; ++r)  // dSᵀ = Pᵀ ⊙ (dPᵀ - D), over dPᵀ
         for (int64_t lane = 0; lane < lanes; lane += kLanes) {
@@ -269,8 +281,8 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
           _mm256_storeu_ps(dPt + r * Bq + lane, _mm256_mul_ps(_mm256_loadu_ps(St + r * Bq + lane), dp));
         }
       // dQᵀ += s Kᵀ dSᵀ
-      tile_product(D, vectors, cols, k.row(j0), 1, k.ld, dPt, Bq, dQt + i0 * D, Bq, scale, true);
-      tile_product(cols, D / kLanes, rows, dPt, Bq, 1, q.row(i0), q.ld, dK, D, scale, true);      // dK += s dSᵀ Q
+      tile_product(D, vectors, cols, Kc, 1, D, dPt, Bq, dQt + i0 * D, Bq, scale, true);
+      tile_product(cols, D / kLanes, rows, dPt, Bq, 1, Qc + i0 * D, D, dK, D, scale, true);      // dK += s dSᵀ Q
     }
     for (int64_t c = 0; c < cols; ++c) {
       put_gradient_row(dK + c * D, D, dk.row(j0 + c), accumulate);
