@@ -199,10 +199,95 @@ Tensor SequenceClassifier::pool(const Tensor& x, const Tensor& key_padding_mask)
 
 Tensor SequenceClassifier::auxiliary_loss() const { return encoder_->auxiliary_loss(); }
 
+void length_groups(const Tensor& key_padding_mask, LengthGroups& groups) {
+  groups.rows.clear();
+  groups.starts.clear();
+  groups.lengths.clear();
+  groups.row_lengths.clear();
+  const Tensor pads = key_padding_mask.contiguous();
+  const int64_t B = pads.size(0), T = pads.size(1);
+  if (T < kLengthGroupsFromPositions) return;
+  const bool* pad = pads.data<bool>();
+  std::vector<int64_t>& length = groups.row_lengths;
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t n = T;
+    while (n > 1 && pad[b * T + n - 1]) --n;
+    length.push_back(n);
+    groups.rows.push_back(b);
+  }
+  // Longest first, ties in batch order (std::sort with the tie broken, as stable_sort would allocate)
+  std::sort(groups.rows.begin(), groups.rows.end(),
+            [&](int64_t a, int64_t b) { return length[a] != length[b] ? length[a] > length[b] : a < b; });
+  int64_t positions = 0;
+  for (int64_t i = 0; i < B; ++i) {
+    const int64_t n = length[groups.rows[i]];
+    if (groups.lengths.empty() || n < kLengthGroupShare * groups.lengths.back()) {
+      groups.starts.push_back(i);
+      groups.lengths.push_back(n);
+    }
+    positions += groups.lengths.back();
+  }
+  groups.starts.push_back(B);
+  if ((B * T - positions) * kLengthGroupsSaveFrom < B * T) {  // too little saved: the batch runs whole
+    groups.rows.clear();
+    groups.starts.clear();
+    groups.lengths.clear();
+    return;
+  }
+  for (size_t g = 0; g < groups.size(); ++g)
+    std::sort(groups.rows.begin() + groups.starts[g], groups.rows.begin() + groups.starts[g + 1]);
+}
+
+namespace {
+
+/// Rows rows[0 .. count) of x (B, T) cut to their first `length` positions, into a new tensor.   -> (count, length)
+template <class T>
+Tensor rows_cut(const Tensor& x, const int64_t* rows, int64_t count, int64_t length) {
+  const Tensor whole = x.contiguous();
+  Tensor out = empty({count, length}, x.dtype());
+  const T* from = whole.data<T>();
+  T* to = out.data<T>();
+  for (int64_t i = 0; i < count; ++i) std::copy(from + rows[i] * x.size(1), from + rows[i] * x.size(1) + length, to + i * length);
+  return out;
+}
+
+}  // namespace
+
 Tensor SequenceClassifier::forward(const Tensor& ids, const Tensor& key_padding_mask,
                                    std::vector<Tensor>* attention_weights) const {
   const ScopeName scope = enter_scope();
-  return head_->forward(pool(encode(ids, key_padding_mask, attention_weights), key_padding_mask));
+  // Weights are (B, H, T, T) for the whole batch, and an auxiliary loss is the last forward's: both run
+  // whole, and so does input that encode refuses, with its message.
+  bool grouped = key_padding_mask.defined() && attention_weights == nullptr && ids.dim() == 2 &&
+                 ids.dtype() == DType::int64 && ids.size(1) <= options_.context_length &&
+                 key_padding_mask.shape() == ids.shape() && key_padding_mask.dtype() == DType::boolean;
+  for (size_t i = 0; grouped && i < encoder_->n_layers(); ++i) grouped = !encoder_->layer(i).feed_forward().has_auxiliary_loss();
+  thread_local LengthGroups this_threads_groups;  // reused: a step allocates nothing for it
+  LengthGroups& groups = this_threads_groups;
+  if (grouped) length_groups(key_padding_mask, groups);
+  if (!grouped || groups.size() == 0)
+    return head_->forward(pool(encode(ids, key_padding_mask, attention_weights), key_padding_mask));
+  thread_local std::vector<Tensor> this_threads_logits;
+  std::vector<Tensor>& logits = this_threads_logits;
+  logits.clear();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const int64_t* rows = groups.rows.data() + groups.starts[g];
+    const int64_t count = groups.starts[g + 1] - groups.starts[g];
+    const Tensor group_ids = rows_cut<int64_t>(ids, rows, count, groups.lengths[g]);
+    const Tensor group_pads = rows_cut<bool>(key_padding_mask, rows, count, groups.lengths[g]);
+    logits.push_back(head_->forward(pool(encode(group_ids, group_pads), group_pads)));
+  }
+  const Tensor all = concat(logits, 0);
+  logits.clear();
+  // Row b's logits are row i of the groups' concatenation where groups.rows[i] = b: back in the batch's
+  // order by a gather of rows, whose gradient scatters back (embedding's rule).
+  const int64_t B = ids.size(0);
+  bool in_order = true;
+  for (int64_t i = 0; i < B; ++i) in_order = in_order && groups.rows[i] == i;
+  if (in_order) return all;
+  Tensor row_of = empty({B}, DType::int64);
+  for (int64_t i = 0; i < B; ++i) row_of.data<int64_t>()[groups.rows[i]] = i;
+  return embedding(all, row_of);
 }
 
 namespace {

@@ -55,6 +55,27 @@ struct ClassifierOptions {
   ComponentSettings settings = {};
 };
 
+/// Rows of a padded batch that run together, each group cut to its longest row's length
+/// (SequenceClassifier::forward). Flat, so that refilling it allocates nothing in steady state.
+struct LengthGroups {
+  std::vector<int64_t> rows;     // group g's rows, ascending: rows[starts[g]] .. rows[starts[g + 1] - 1]
+  std::vector<int64_t> starts;   // size() + 1 entries
+  std::vector<int64_t> lengths;  // group g's positions: its longest row's length
+  std::vector<int64_t> row_lengths;  // row b's length: one past its last non-pad position, at least 1
+  size_t size() const { return lengths.size(); }
+};
+
+/// Fills `groups` with the groups forward runs a padded batch as, or leaves it empty when the batch runs
+/// whole: its T is under kLengthGroupsFromPositions, or grouping would save less than
+/// 1/kLengthGroupsSaveFrom of the positions. Rows sorted by length (one past the last non-pad position, at
+/// least 1), longest first, join the open group while their length is at least kLengthGroupShare of its
+/// longest.   key_padding_mask: bool (B, T), true = pad
+void length_groups(const Tensor& key_padding_mask, LengthGroups& groups);
+/// Below this T a batch runs whole: short steps, where more and smaller ops cost more than the padding.
+inline constexpr int64_t kLengthGroupsFromPositions = 128;
+inline constexpr int64_t kLengthGroupsSaveFrom = 8;
+inline constexpr double kLengthGroupShare = 0.75;
+
 /// The smallest classifier worth checking: vocab 7, d_model 4, 2 heads, d_ff 6, 2 layers, context 6,
 /// 3 classes, no dropout; the layers' gradient checks and nn::component_problems() build on it.
 ClassifierOptions micro_classifier();
@@ -108,6 +129,10 @@ class SequenceClassifier : public Module {
   /// Class logits. key_padding_mask (true = pad) hides the pad positions as keys and from the mean; it may
   /// be undefined (no padding). When attention_weights is given, each encoder layer appends its (B, H, T, T)
   /// weights. T > context_length is a ShapeError naming both.
+  /// A padded batch of long sequences (length_groups) runs as groups of rows of like lengths, each cut
+  /// after its longest row's last token: a row's trailing pads change none of its logits (they are hidden
+  /// as keys and from the pooling), so this is the same function with less work. Only dropout draws
+  /// differ (each group draws its own masks).
   ///   ids: int64 (B, T), key_padding_mask: bool (B, T) -> logits (B, num_classes)
   Tensor forward(const Tensor& ids, const Tensor& key_padding_mask = {},
                  std::vector<Tensor>* attention_weights = nullptr) const;

@@ -334,3 +334,74 @@ TEST_CASE("nn: validate names the first option out of range, and the constructor
   }
   CHECK_NOTHROW(validate(names_config()));
 }
+
+namespace {
+
+/// A (B, T) padding mask whose row b has lengths[b] leading tokens and pads after.
+Tensor trailing_pads(const std::vector<int64_t>& lengths, int64_t T) {
+  std::vector<int> pads;
+  for (int64_t n : lengths)
+    for (int64_t t = 0; t < T; ++t) pads.push_back(t >= n);
+  return mask(pads, {static_cast<int64_t>(lengths.size()), T});
+}
+
+}  // namespace
+
+TEST_CASE("nn: length_groups puts rows of like lengths together, longest first, and only where it pays") {
+  LengthGroups groups;
+  // Lengths 160, 40, 150, 100, 30 of T 160: {0, 2} cut to 160, {3} to 100 (< 3/4 of 160), {1, 4} to 40
+  // (30 is 3/4 of 40); 500 positions of 800.
+  length_groups(trailing_pads({160, 40, 150, 100, 30}, 160), groups);
+  CHECK(groups.rows == std::vector<int64_t>{0, 2, 3, 1, 4});
+  CHECK(groups.starts == std::vector<int64_t>{0, 2, 3, 5});
+  CHECK(groups.lengths == std::vector<int64_t>{160, 100, 40});
+  // A row's length ends at its last token, pads inside it included; a row of pads only has length 1.
+  std::vector<int> pads(3 * 128, 0);
+  for (int t = 10; t < 128; ++t) pads[128 + t] = t != 50;  // row 1: tokens 0..9 and 50
+  for (int t = 0; t < 128; ++t) pads[256 + t] = 1;          // row 2: all pads
+  length_groups(mask(pads, {3, 128}), groups);
+  CHECK(groups.rows == std::vector<int64_t>{0, 1, 2});
+  CHECK(groups.lengths == std::vector<int64_t>{128, 51, 1});
+  // Runs whole: T under kLengthGroupsFromPositions, or less than 1/8 of the positions saved.
+  length_groups(trailing_pads({127, 20}, 127), groups);
+  CHECK(groups.size() == 0);
+  length_groups(trailing_pads({200, 200, 200, 150}, 200), groups);  // 50 of 800 saved
+  CHECK(groups.size() == 0);
+  CHECK(groups.rows.empty());
+}
+
+TEST_CASE("nn: a padded batch of long sequences runs in length groups, with the whole batch's logits and gradients") {
+  for (std::string pool : {"mean", "cls"}) {
+    ClassifierOptions options = names_config();
+    options.context_length = 160;
+    options.pool = pool;
+    SequenceClassifier model = make_classifier(options, 3);
+    model.to(DType::float64);
+    INFO(pool);
+    // Rows out of length order: the groups' logits go back to the batch's order.
+    const std::vector<int64_t> lengths = {40, 160, 100, 150, 30};
+    const Tensor pads = trailing_pads(lengths, 160);
+    std::vector<int64_t> tokens;
+    for (int64_t b = 0; b < 5; ++b)
+      for (int64_t t = 0; t < 160; ++t) tokens.push_back(t < lengths[b] ? 1 + (7 * b + 3 * t) % 9 : 0);
+    const Tensor token_ids = ids(tokens, {5, 160});
+    LengthGroups groups;
+    length_groups(pads, groups);
+    REQUIRE(groups.size() == 3);
+    const Tensor weights = tensor({0.3, -1.1, 0.7, 2.0, -0.4, 0.9, 1.3, -0.2, 0.5, -0.8, 0.1, 1.7, -1.5, 0.6, 0.2},
+                                  {5, 3}, DType::float64);
+    auto run = [&](bool grouped) {
+      model.zero_grad();
+      const Tensor logits = grouped ? model.forward(token_ids, pads)
+                                    : model.head().forward(model.pool(model.encode(token_ids, pads), pads));
+      backward(sum(logits * weights));
+      std::vector<Tensor> out{logits.detach()};
+      for (const auto& [name, p] : model.named_parameters()) out.push_back(p.grad().defined() ? p.grad() : zeros_like(p));
+      return out;
+    };
+    const std::vector<Tensor> grouped = run(true), whole = run(false);
+    REQUIRE(grouped.size() == whole.size());
+    for (size_t i = 0; i < grouped.size(); ++i) CHECK(max_abs_diff(grouped[i], whole[i]) < 1e-12);
+    CHECK(max_abs_diff(whole[0], zeros_like(whole[0])) > 0.1);  // the logits are not trivially equal
+  }
+}

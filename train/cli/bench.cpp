@@ -142,13 +142,18 @@ void validate(const BenchConfig& c) {
 //   q|k|v projection 2·N·C·3C, output projection 2·N·C·C, q kᵀ and P v 2 · 2·batch·T·T·C (over all heads),
 //   feed-forward 2 · 2·N·C·F;  plus the head: 2·batch·C·classes (classifier, on the pooled rows) or
 //   2·N·C·vocab (language model, at every position).  A step is 3 × that (see the header).
-double step_flops(const BenchConfig& c) {
-  const double N = static_cast<double>(c.batch * c.seq), C = static_cast<double>(c.d_model);
-  const double T = static_cast<double>(c.seq), F = static_cast<double>(c.d_ff);
-  const double layer = 2 * N * C * 3 * C + 2 * N * C * C + 4 * static_cast<double>(c.batch) * T * T * C + 4 * N * C * F;
-  const double head = c.language_model ? 2 * N * C * static_cast<double>(c.vocab)
+double step_flops(const BenchConfig& c, const std::vector<std::pair<int64_t, int64_t>>& rows_and_lengths) {
+  const double C = static_cast<double>(c.d_model), F = static_cast<double>(c.d_ff);
+  const auto layer = [&](int64_t batch, int64_t length) {
+    const double T = static_cast<double>(length), N = static_cast<double>(batch) * T;
+    return 2 * N * C * 3 * C + 2 * N * C * C + 4 * static_cast<double>(batch) * T * T * C + 4 * N * C * F;
+  };
+  double layers = 0;
+  if (rows_and_lengths.empty()) layers = layer(c.batch, c.seq);
+  for (const auto& [rows, length] : rows_and_lengths) layers += layer(rows, length);
+  const double head = c.language_model ? 2 * static_cast<double>(c.batch * c.seq) * C * static_cast<double>(c.vocab)
                                        : 2.0 * static_cast<double>(c.batch) * C * static_cast<double>(c.classes);
-  return 3 * (static_cast<double>(c.layers) * layer + head);
+  return 3 * (static_cast<double>(c.layers) * layers + head);
 }
 
 /// Rate on c.threads ÷ rate on one thread: chunks of `chunk` steps on each, alternated `repeats` times,
@@ -180,6 +185,7 @@ struct BenchModel {
   std::unique_ptr<nn::Module> module;
   nn::TransformerEncoder* encoder = nullptr;
   std::function<Tensor()> loss;
+  double flops_per_step = 0;  // what the step runs (step_flops, of the classifier's length groups)
 };
 
 /// The default model of `tapegrad train` at this size (post-LN, relu, learned positions, mean pooling, no
@@ -202,8 +208,14 @@ BenchModel classifier_bench(const BenchConfig& c, Generator& init) {
   auto model = std::make_unique<nn::SequenceClassifier>(bench_model(c), init, nullptr);
   const nn::SequenceClassifier* m = model.get();
   nn::TransformerEncoder* encoder = &model->encoder();
+  nn::LengthGroups groups;  // the rows' groups forward runs (none: the batch whole)
+  nn::length_groups(padding, groups);
+  std::vector<std::pair<int64_t, int64_t>> rows_and_lengths;
+  for (size_t g = 0; g < groups.size(); ++g)
+    rows_and_lengths.emplace_back(groups.starts[g + 1] - groups.starts[g], groups.lengths[g]);
   return {std::move(model), encoder,
-          [m, id_tensor, padding, target_tensor] { return cross_entropy(m->forward(id_tensor, padding), target_tensor); }};
+          [m, id_tensor, padding, target_tensor] { return cross_entropy(m->forward(id_tensor, padding), target_tensor); },
+          step_flops(c, rows_and_lengths)};
 }
 
 /// Tokens in the language model's text (512 KiB of ids, about 500 windows at T = 128): its length changes no
@@ -239,7 +251,8 @@ BenchModel language_model_bench(const BenchConfig& c, Generator& init) {
             ++targets.storage()->version;
             const Tensor logits = m->forward(inputs);  // (B, T, V)
             return cross_entropy(reshape(logits, {B * T, V}), targets);
-          }};
+          },
+          step_flops(c)};
 }
 
 }  // namespace
@@ -304,7 +317,9 @@ BenchResult run_bench(const BenchConfig& c, double peak_gflops) {
   r.parameters = model.parameter_count();
   r.steps_per_second = rates[rates.size() / 2];
   r.tokens_per_second = r.steps_per_second * static_cast<double>(c.batch * c.seq);
-  r.gflops = r.steps_per_second * step_flops(c) / 1e9;
+  r.flops_per_step = bench.flops_per_step;
+  r.padded_flops_per_step = step_flops(c);
+  r.gflops = r.steps_per_second * r.flops_per_step / 1e9;
   r.peak_gflops = peak_gflops;
   r.utilisation = peak_gflops > 0 ? r.gflops / peak_gflops : 0;
   r.peak_rss_mib = peak_rss_mib();

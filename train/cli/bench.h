@@ -5,6 +5,8 @@
 // docs/performance.md explains every figure.
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -46,15 +48,20 @@ BenchConfig bench_config(const std::string& name);
 /// model whose training needs more than the machine's memory (train/training_memory.h).
 void validate(const BenchConfig& config);
 
-/// Floating-point operations of one training step: 3 × the forward pass's matrix products (forward,
-/// and backward's two products per forward product), counting a multiply-add as 2. A language model's
-/// attention is counted over all T × T scores, as the classifier's (the usual convention for causal MFU).
-double step_flops(const BenchConfig& config);
+/// Floating-point operations of one training step on the padded (batch, T) batch, as PyTorch runs it: 3 ×
+/// the forward pass's matrix products (forward, and backward's two products per forward product), counting
+/// a multiply-add as 2. A language model's attention is counted over all T × T scores, as the classifier's
+/// (the usual convention for causal MFU). `rows_and_lengths`, when given, are the (rows, T) of the groups
+/// the classifier runs the batch as (nn::length_groups), in place of (batch, T).
+double step_flops(const BenchConfig& config, const std::vector<std::pair<int64_t, int64_t>>& rows_and_lengths = {});
 
 struct BenchResult {
   BenchConfig config;
   int64_t parameters = 0;
+  // gflops and utilisation count the FLOPs the step runs (step_flops of its length groups), which is less
+  // than the padded batch's (padded_flops_per_step) when the classifier groups rows by length.
   double steps_per_second = 0, tokens_per_second = 0, gflops = 0, peak_gflops = 0, utilisation = 0;
+  double flops_per_step = 0, padded_flops_per_step = 0;
   double peak_rss_mib = 0, final_loss = 0;
   double heap_allocations_per_step = -1;  // -1: not counted (the allocator is not interposed)
   double storage_mappings_per_step = 0;

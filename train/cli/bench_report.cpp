@@ -1,4 +1,5 @@
 // `tapegrad bench`'s result as JSON and as text (bench.h).
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -39,7 +40,8 @@ nlohmann::json to_json(const BenchResult& r) {
           {"steps", c.steps},
           {"steps_per_second", r.steps_per_second},
           {"tokens_per_second", r.tokens_per_second},
-          {"gflop_per_step", step_flops(c) / 1e9},
+          {"gflop_per_step", r.flops_per_step / 1e9},
+          {"padded_gflop_per_step", r.padded_flops_per_step / 1e9},
           {"gflops", r.gflops},
           {"peak_gflops", r.peak_gflops},
           {"model_flop_utilisation", r.utilisation},
@@ -64,9 +66,13 @@ std::string describe(const BenchResult& r) {
   char text[2048];
   const std::string heap = r.heap_allocations_per_step < 0 ? std::string("not counted")
                                                            : cat(static_cast<int64_t>(r.heap_allocations_per_step + 0.5));
+  // When the rows run in length groups, the padded batch's FLOPs too (PyTorch's step runs those).
+  const std::string padded = r.flops_per_step < r.padded_flops_per_step
+                                 ? cat(" run (", std::lround(r.padded_flops_per_step / 1e8) / 10.0, " for the padded batch)")
+                                 : std::string();
   std::snprintf(text, sizeof text,
                 "%s: %sd_model %lld, %lld heads, d_ff %lld, %lld layers, T %lld, batch %lld (%lld parameters)%s\n"
-                "  %.2f steps/s, %.0f tokens/s, %.1f GFLOP/s of %.1f GFLOP per step: %.1f%% of the FMA peak (%.0f GFLOP/s)\n"
+                "  %.2f steps/s, %.0f tokens/s, %.1f GFLOP/s of %.1f GFLOP per step%s: %.1f%% of the FMA peak (%.0f GFLOP/s)\n"
                 "  CPU: %s, %d-bit vectors (%s)\n"
                 "  %d thread%s; BLAS: %s, kernels %s\n"
                 "  peak RSS %.1f MiB; per step: %s heap allocations, %.2f new buffer mappings\n",
@@ -75,7 +81,7 @@ std::string describe(const BenchResult& r) {
                 static_cast<long long>(c.d_ff), static_cast<long long>(c.layers), static_cast<long long>(c.seq),
                 static_cast<long long>(c.batch), static_cast<long long>(r.parameters),
                 r.checkpointed ? "; activations recomputed in backward (--activation-checkpointing)" : "", r.steps_per_second,
-                r.tokens_per_second, r.gflops, step_flops(c) / 1e9, 100 * r.utilisation, r.peak_gflops,
+                r.tokens_per_second, r.gflops, r.flops_per_step / 1e9, padded.c_str(), 100 * r.utilisation, r.peak_gflops,
                 r.cpu.model.c_str(), r.cpu.vector_bits, r.cpu.instruction_set.c_str(), r.threads, r.threads == 1 ? "" : "s",
                 r.blas.c_str(), r.kernels.c_str(), r.peak_rss_mib, heap.c_str(), r.storage_mappings_per_step);
   std::string out = text;
