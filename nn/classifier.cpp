@@ -269,7 +269,10 @@ Tensor SequenceClassifier::forward(const Tensor& ids, const Tensor& key_padding_
     return head_->forward(pool(encode(ids, key_padding_mask, attention_weights), key_padding_mask));
   thread_local std::vector<Tensor> this_threads_logits;
   std::vector<Tensor>& logits = this_threads_logits;
-  logits.clear();
+  struct Release {  // the groups' logits are not kept past this call, whether it returns or throws
+    std::vector<Tensor>& logits;
+    ~Release() { logits.clear(); }
+  } release{logits};
   for (size_t g = 0; g < groups.size(); ++g) {
     const int64_t* rows = groups.rows.data() + groups.starts[g];
     const int64_t count = groups.starts[g + 1] - groups.starts[g];
@@ -278,7 +281,6 @@ Tensor SequenceClassifier::forward(const Tensor& ids, const Tensor& key_padding_
     logits.push_back(head_->forward(pool(encode(group_ids, group_pads), group_pads)));
   }
   const Tensor all = concat(logits, 0);
-  logits.clear();
   // Row b's logits are row i of the groups' concatenation where groups.rows[i] = b: back in the batch's
   // order by a gather of rows, whose gradient scatters back (embedding's rule).
   const int64_t B = ids.size(0);
