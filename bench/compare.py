@@ -162,7 +162,11 @@ def main():
     first = next(iter(ours.values()))
     print(f"CPU: {first['cpu']}, {first['vector_bits']}-bit vectors ({first['instruction_set']})")
     for r in ours.values():
-        print(f"tapegrad {r['config']}: {r['steps_per_second']:.2f} steps/s, {r['gflops']:.0f} GFLOP/s = "
+        # MFU counts the FLOPs the step runs; a classifier batch run in length groups runs fewer than the
+        # padded batch PyTorch runs (docs/performance.md, "The FLOP count")
+        run_flops = (f" ({r['gflop_per_step']:.1f} GFLOP a step run of the padded batch's {r['padded_gflop_per_step']:.1f})"
+                     if r['gflop_per_step'] < r['padded_gflop_per_step'] else "")
+        print(f"tapegrad {r['config']}: {r['steps_per_second']:.2f} steps/s, {r['gflops']:.0f} GFLOP/s{run_flops} = "
               f"{100 * r['model_flop_utilisation']:.1f}% of the measured FMA peak ({r['peak_gflops']:.0f} GFLOP/s), "
               f"{r['threads']} threads, kernels {r['blas_kernels']}, peak RSS {r['peak_rss_mib']:.0f} MiB, "
               f"{r['heap_allocations_per_step']} heap allocations per step"
