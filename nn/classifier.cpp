@@ -200,10 +200,7 @@ Tensor SequenceClassifier::pool(const Tensor& x, const Tensor& key_padding_mask)
 Tensor SequenceClassifier::auxiliary_loss() const { return encoder_->auxiliary_loss(); }
 
 void length_groups(const Tensor& key_padding_mask, LengthGroups& groups) {
-  groups.rows.clear();
-  groups.starts.clear();
-  groups.lengths.clear();
-  groups.row_lengths.clear();
+  groups.clear();
   const Tensor pads = key_padding_mask.contiguous();
   const int64_t B = pads.size(0), T = pads.size(1);
   if (T < kLengthGroupsFromPositions) return;
@@ -229,9 +226,7 @@ void length_groups(const Tensor& key_padding_mask, LengthGroups& groups) {
   }
   groups.starts.push_back(B);
   if ((B * T - positions) * kLengthGroupsSaveFrom < B * T) {  // too little saved: the batch runs whole
-    groups.rows.clear();
-    groups.starts.clear();
-    groups.lengths.clear();
+    groups.clear();
     return;
   }
   for (size_t g = 0; g < groups.size(); ++g)

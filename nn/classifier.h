@@ -63,6 +63,12 @@ struct LengthGroups {
   std::vector<int64_t> lengths;  // group g's positions: its longest row's length
   std::vector<int64_t> row_lengths;  // row b's length: one past its last non-pad position, at least 1
   size_t size() const { return lengths.size(); }
+  void clear() {
+    rows.clear();
+    starts.clear();
+    lengths.clear();
+    row_lengths.clear();
+  }
 };
 
 /// Fills `groups` with the groups forward runs a padded batch as, or leaves it empty when the batch runs

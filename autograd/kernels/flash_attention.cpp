@@ -87,7 +87,7 @@ void blocks_with_gradient(HeadMatrix<const T> dout, int64_t T_q, int64_t D_v, in
   for (int64_t i0 = 0; i0 < T_q; i0 += Bq) {
     bool any = false;
     for (int64_t i = i0; i < std::min(T_q, i0 + Bq) && !any; ++i)
-      any = std::any_of(dout.row(i), dout.row(i) + D_v, [](T g) { return g != T(0); });
+      any = row_has_nonzero(dout.row(i), D_v);
     flags[i0 / Bq] = any;
   }
 }

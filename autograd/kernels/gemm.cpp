@@ -7,6 +7,7 @@
 
 #include "autograd/blas.h"
 #include "autograd/iterate.h"
+#include "autograd/kernels/row_reductions.h"
 #include "autograd/parallel.h"
 
 namespace tapegrad {
@@ -175,12 +176,7 @@ void nonzero_row_runs(const T* m, int64_t rows, int64_t cols, int64_t ld, int64_
   std::vector<uint8_t>& nonzero = this_threads_flags;
   nonzero.resize(static_cast<size_t>(rows));
   parallel_for(rows, grain_for_elements(cols), [&](int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; ++r) {
-      const T* row = m + r * ld;
-      int64_t j = 0;
-      while (j < cols && row[j] == T(0)) ++j;  // a NaN compares unequal to 0: non-zero
-      nonzero[r] = j < cols;
-    }
+    for (int64_t r = first; r < last; ++r) nonzero[r] = row_has_nonzero(m + r * ld, cols);
   });
   runs.clear();
   for (int64_t r = 0; r < rows;) {

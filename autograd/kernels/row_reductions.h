@@ -18,6 +18,15 @@ namespace tapegrad {
 using Contiguous = std::integral_constant<int64_t, 1>;
 inline constexpr Contiguous kContiguous{};
 
+/// Whether any of the contiguous x[0 .. n) is not zero (a NaN is not), read up to the first that is not:
+/// about one element for a dense row. Backward kernels skip the rows of a gradient where it is false.
+template <class T>
+bool row_has_nonzero(const T* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] != T(0)) return true;
+  return false;
+}
+
 /// max_i x[i·stride] (n >= 1) with the semantics of the running `m = x_i > m ? x_i : m` from m = x[0]:
 /// NaN when x[0] is NaN, other NaNs skipped. Only a tie of +0 and -0 may give the other zero, which
 /// changes no x - m.

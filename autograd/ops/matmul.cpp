@@ -202,8 +202,8 @@ LinearForward linear_forward(const Tensor& x, const Tensor& weight, const Tensor
 
 // The zero rows of dY are skipped when they are at least 1/kSkipZeroRowsFrom of them, in at most
 // kMaxRowRuns runs of the others (each run is its own product: fewer, longer products run faster), and
-// gaps under kPartAlignRows rows stay inside a run.
-constexpr int64_t kSkipZeroRowsFrom = 8, kMaxRowRuns = 4, kPartAlignRows = 32;
+// gaps under kMinZeroGap rows (a multiple of BLAS's row tiles) stay inside a run.
+constexpr int64_t kSkipZeroRowsFrom = 8, kMaxRowRuns = 4, kMinZeroGap = 32;
 
 /// The runs of rows of dY (R, N) that linear's backward products cover: every row, or the runs that hold
 /// a non-zero when skipping the others pays (see above).
@@ -213,7 +213,7 @@ const std::vector<RowRun>& rows_with_gradient(const Tensor& dy) {
   const int64_t R = dy.shape()[0], N = dy.shape()[1];
   dispatch_float(dy.dtype(), "linear", [&](auto tag) {
     using T = decltype(tag);
-    nonzero_row_runs(dy.data<T>(), R, N, dy.strides()[0], kPartAlignRows, runs);
+    nonzero_row_runs(dy.data<T>(), R, N, dy.strides()[0], kMinZeroGap, runs);
   });
   int64_t covered = 0;
   for (const RowRun& run : runs) covered += run.second - run.first;
