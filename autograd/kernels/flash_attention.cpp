@@ -157,12 +157,13 @@ template <class T>
 void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadMatrix<const T> v,
                               HeadMatrix<const T> out, const T* lse, HeadMatrix<const T> dout, int64_t T_q, int64_t T_k,
                               int64_t D, int64_t D_v, const HeadScoring& scoring, AttentionBlocks blocks,
-                              HeadMatrix<T> dq, HeadMatrix<T> dk, HeadMatrix<T> dv, bool accumulate) {
+                              HeadMatrix<T> dq, HeadMatrix<T> dk, HeadMatrix<T> dv, bool accumulate, KeyRange keys) {
   blocks = kernel_blocks<T>(blocks, D, D_v);
+  const int64_t key_end = keys.end < 0 ? T_k : std::min(keys.end, T_k);
   if constexpr (std::is_same_v<T, float>)
     if (flash_tiles_serve(D, D_v))
       return flash_attention_backward_tiled(q, k, v, out, lse, dout, T_q, T_k, D, D_v, scoring, blocks, dq, dk, dv,
-                                            accumulate);
+                                            accumulate, {keys.begin, key_end});
   const int64_t Bq = blocks.queries, Bk = blocks.keys;
   T* S = scratch<T, BackwardScratch>(2 * Bq * Bk + T_q + T_q * D + Bk * (D + D_v + 1));
   T *P = S + Bq * Bk, *row_dot = P + Bq * Bk, *dQ = row_dot + T_q, *dK = dQ + T_q * D, *dV = dK + Bk * D,
@@ -174,8 +175,8 @@ void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, Head
     row_dot[i] = static_cast<T>(tapegrad::row_dot(dout.row(i), out.row(i), D_v, kContiguous));
   }
   std::fill(dQ, dQ + T_q * D, T(0));
-  for (int64_t j0 = 0; j0 < T_k; j0 += Bk) {
-    const int64_t cols = std::min(Bk, T_k - j0), hidden = scoring.hidden_keys_in(j0, cols);
+  for (int64_t j0 = keys.begin; j0 < key_end; j0 += Bk) {
+    const int64_t cols = std::min(Bk, key_end - j0), hidden = scoring.hidden_keys_in(j0, cols);
     std::fill(dK, dK + cols * D, T(0));
     std::fill(dV, dV + cols * D_v, T(0));
     if (hidden > 0) key_bias_row(scoring, j0, cols, key_bias);
@@ -286,7 +287,7 @@ void attention_reference(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadMatri
   template void flash_attention_backward<T>(HeadMatrix<const T>, HeadMatrix<const T>, HeadMatrix<const T>,             \
                                             HeadMatrix<const T>, const T*, HeadMatrix<const T>, int64_t, int64_t,     \
                                             int64_t, int64_t, const HeadScoring&, AttentionBlocks, HeadMatrix<T>,     \
-                                            HeadMatrix<T>, HeadMatrix<T>, bool);                                       \
+                                            HeadMatrix<T>, HeadMatrix<T>, bool, KeyRange);                             \
   template void attention_reference<T>(HeadMatrix<const T>, HeadMatrix<const T>, HeadMatrix<const T>, int64_t,        \
                                        int64_t, int64_t, int64_t, const HeadScoring&, HeadMatrix<T>,                  \
                                        HeadMatrix<const T>, HeadMatrix<T>, HeadMatrix<T>, HeadMatrix<T>);

@@ -99,13 +99,24 @@ void flash_attention_forward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadM
                              int64_t T_k, int64_t D, int64_t D_v, const HeadScoring& scoring, AttentionBlocks blocks,
                              HeadMatrix<T> out, T* lse);
 
-/// The gradients of one whole head, dq (T_q, D), dk (T_k, D), dv (T_k, D_v), from the forward's out and lse,
-/// and dout (T_q, D_v): written, or added to what they hold when `accumulate`.
+/// Keys begin .. end of a head (end = -1: to its last key). Backward can split a head into such ranges, run
+/// on several threads: each gives dK and dV of its own keys, and its keys' terms of dQ, which the caller
+/// sums over the ranges. A range starts on a multiple of the key block, so that the blocks are the whole
+/// head's.
+struct KeyRange {
+  int64_t begin = 0;
+  int64_t end = -1;
+};
+
+/// The gradients of one head, dq (T_q, D), dk (T_k, D), dv (T_k, D_v), from the forward's out and lse, and
+/// dout (T_q, D_v): written, or added to what they hold when `accumulate`. With a key range, only the rows
+/// of dk and dv in it are touched, and dq gets the terms of those keys only.
 template <class T>
 void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadMatrix<const T> v,
                               HeadMatrix<const T> out, const T* lse, HeadMatrix<const T> dout, int64_t T_q, int64_t T_k,
                               int64_t D, int64_t D_v, const HeadScoring& scoring, AttentionBlocks blocks,
-                              HeadMatrix<T> dq, HeadMatrix<T> dk, HeadMatrix<T> dv, bool accumulate = false);
+                              HeadMatrix<T> dq, HeadMatrix<T> dk, HeadMatrix<T> dv, bool accumulate = false,
+                              KeyRange keys = {});
 
 /// The same forward and backward with the whole (T_q, T_k) matrix, in double. dq, dk, dv may be null
 /// (forward only).

@@ -214,7 +214,7 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
                                     HeadMatrix<const float> out, const float* lse, HeadMatrix<const float> dout,
                                     int64_t T_q, int64_t T_k, int64_t D, int64_t D_v, const HeadScoring& scoring,
                                     AttentionBlocks blocks, HeadMatrix<float> dq, HeadMatrix<float> dk,
-                                    HeadMatrix<float> dv, bool accumulate) {
+                                    HeadMatrix<float> dv, bool accumulate, KeyRange keys) {
   const int64_t Bq = round_up(blocks.queries, kLanes), Bk = blocks.keys, T_pad = round_up(T_q, Bq);
   // The whole head's queries transposed, block by block: Qᵀ, dOᵀ and dQᵀ (summed over key blocks) hold the
   // (D × Bq) panel of query block b at b·D·Bq, rows Bq apart (rows T apart would fall into the same few
@@ -245,8 +245,8 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
     // D_i = <dO_i, O_i>, which equals sum_j dP_ij P_ij (see the op)
     row_dot[i] = i < T_q ? static_cast<float>(tapegrad::row_dot(dout.row(i), out.row(i), D_v, kContiguous)) : 0.0f;
   }
-  for (int64_t j0 = 0; j0 < T_k; j0 += Bk) {
-    const int64_t cols = std::min(Bk, T_k - j0), hidden = scoring.hidden_keys_in(j0, cols);
+  for (int64_t j0 = keys.begin; j0 < keys.end; j0 += Bk) {
+    const int64_t cols = std::min(Bk, keys.end - j0), hidden = scoring.hidden_keys_in(j0, cols);
     std::fill(dK, dK + cols * D, 0.0f);
     std::fill(dV, dV + cols * D_v, 0.0f);
     for (int64_t c = 0; c < cols; ++c) {
@@ -309,7 +309,7 @@ void flash_attention_forward_tiled(HeadMatrix<const float>, HeadMatrix<const flo
 void flash_attention_backward_tiled(HeadMatrix<const float>, HeadMatrix<const float>, HeadMatrix<const float>,
                                     HeadMatrix<const float>, const float*, HeadMatrix<const float>, int64_t, int64_t,
                                     int64_t, int64_t, const HeadScoring&, AttentionBlocks, HeadMatrix<float>,
-                                    HeadMatrix<float>, HeadMatrix<float>, bool) {
+                                    HeadMatrix<float>, HeadMatrix<float>, bool, KeyRange) {
   throw std::logic_error("flash_attention_backward_tiled: not built for this CPU (flash_tiles_serve is false)");
 }
 

@@ -16,10 +16,11 @@ void flash_attention_forward_tiled(HeadMatrix<const float> q, HeadMatrix<const f
                                    int64_t T_q, int64_t T_k, int64_t D, int64_t D_v, const HeadScoring& scoring,
                                    AttentionBlocks blocks, HeadMatrix<float> out, float* lse);
 
+/// keys: a range with its end given (not -1).
 void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const float> k, HeadMatrix<const float> v,
                                     HeadMatrix<const float> out, const float* lse, HeadMatrix<const float> dout,
                                     int64_t T_q, int64_t T_k, int64_t D, int64_t D_v, const HeadScoring& scoring,
                                     AttentionBlocks blocks, HeadMatrix<float> dq, HeadMatrix<float> dk,
-                                    HeadMatrix<float> dv, bool accumulate);
+                                    HeadMatrix<float> dv, bool accumulate, KeyRange keys);
 
 }  // namespace tapegrad

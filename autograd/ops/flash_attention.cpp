@@ -7,9 +7,11 @@
 // are in kernels/flash_attention.{h,cpp}, beside a plain reference.
 #include "autograd/ops/flash_attention.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
+#include "autograd/kernels/scratch.h"
 #include "autograd/ops/checkpoint.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/views.h"
@@ -117,18 +119,57 @@ void forward_heads(const std::array<Heads<const F>, 3>& qkv, const Heads<F>& ho,
   });
 }
 
-/// The gradients of every head into dqkv's heads (written, or added when accumulate); one head per item.
+/// How many key ranges backward splits each head into: 1, unless there are too few heads for the threads
+/// to finish together (a long sequence in a small batch: on 2 threads, 4 heads left a thread idle for 7% of
+/// the backward; on 8 threads, half of them throughout). Then about 4 items a thread, each range at least 4
+/// key blocks, so that a range's own set-up (its copies of the head's queries) stays small beside it.
+int64_t key_ranges_per_head(const Dims& d, int64_t key_block) {
+  const int64_t threads = num_threads(), heads = d.B * d.H;
+  if (threads == 1 || heads >= 4 * threads) return 1;
+  return std::max<int64_t>(1, std::min((4 * threads + heads - 1) / heads, d.T_k / (4 * key_block)));
+}
+
+struct PartialDqScratch;  // tag of the caller's block of the key ranges' dQ terms (kernels/scratch.h)
+
+/// The gradients of every head into dqkv's heads (written, or added when accumulate). Items are heads, or
+/// (head, key range) pairs when key_ranges_per_head says so: each range writes dK and dV of its own keys, and
+/// dQ is the sum over ranges of each range's terms, range 0's written (or added) in place, the others' kept
+/// apart and added after, in range order (so the result does not depend on which thread ran what).
 template <class F>
 void backward_heads(const std::array<Heads<const F>, 3>& qkv, const Heads<const F>& ho, const F* lse,
                     const Heads<const F>& hdo, const Dims& d, const CallScoring& call, AttentionBlocks blocks,
                     const std::array<Heads<F>, 3>& dqkv, bool accumulate) {
   const Heads<const F>&hq = qkv[0], &hk = qkv[1], &hv = qkv[2];
   const Heads<F>&hdq = dqkv[0], &hdk = dqkv[1], &hdv = dqkv[2];
-  parallel_for_each_dynamic(d.B * d.H, grain_for_flops(10 * d.T_q * d.T_k * d.D), [&](int64_t first, int64_t last) {
-    for (int64_t bh = first; bh < last; ++bh)
-      flash_attention_backward<F>(hq.at(bh), hk.at(bh), hv.at(bh), ho.at(bh), lse + bh * d.T_q, hdo.at(bh), d.T_q,
-                                  d.T_k, d.D, d.D_v, call.head(bh), blocks, hdq.at(bh), hdk.at(bh), hdv.at(bh),
-                                  accumulate);
+  const int64_t Bk = kernel_blocks<F>(blocks, d.D, d.D_v).keys, key_blocks = (d.T_k + Bk - 1) / Bk;
+  const int64_t ranges = key_ranges_per_head(d, Bk), heads = d.B * d.H;
+  // The dQ terms of range r > 0 of head bh: a (T_q, D) matrix of the caller's scratch.
+  F* partial = ranges > 1 ? scratch<F, PartialDqScratch>((ranges - 1) * heads * d.T_q * d.D) : nullptr;
+  const auto partial_dq = [&](int64_t bh, int64_t r) { return partial + ((bh * (ranges - 1) + r - 1) * d.T_q) * d.D; };
+  const auto run = [&](int64_t bh, int64_t r) {
+    const KeyRange keys{key_blocks * r / ranges * Bk, std::min(d.T_k, key_blocks * (r + 1) / ranges * Bk)};
+    HeadMatrix<F> dq = hdq.at(bh);
+    if (r > 0) {
+      dq = {partial_dq(bh, r), d.D};
+      if (accumulate) std::fill(dq.data, dq.data + d.T_q * d.D, F(0));  // the kernel adds its terms to these
+    }
+    flash_attention_backward<F>(hq.at(bh), hk.at(bh), hv.at(bh), ho.at(bh), lse + bh * d.T_q, hdo.at(bh), d.T_q, d.T_k,
+                                d.D, d.D_v, call.head(bh), blocks, dq, hdk.at(bh), hdv.at(bh), accumulate, keys);
+  };
+  parallel_for_each_dynamic(heads * ranges, grain_for_flops(10 * d.T_q * d.T_k / ranges * d.D),
+                            [&](int64_t first, int64_t last) {
+                              for (int64_t item = first; item < last; ++item) run(item / ranges, item % ranges);
+                            });
+  if (ranges == 1) return;
+  parallel_for(heads * d.T_q, grain_for_elements(d.D * (ranges - 1)), [&](int64_t first, int64_t last) {
+    for (int64_t row = first; row < last; ++row) {
+      const int64_t bh = row / d.T_q, i = row % d.T_q;
+      F* to = hdq.at(bh).row(i);
+      for (int64_t r = 1; r < ranges; ++r) {
+        const F* from = partial_dq(bh, r) + i * d.D;
+        for (int64_t c = 0; c < d.D; ++c) to[c] += from[c];
+      }
+    }
   });
 }
 
@@ -365,6 +406,15 @@ const bool registered = register_gradchecks({
                  o.dropout_p = 0.25;
                  o.blocks = {3, 4};
                }),
+    // 9 key blocks for 4 heads: on 2 threads or more, backward runs each head as 2 key ranges.
+    flash_case("key-ranges-causal-padding", 17, 17, 3,
+               [](auto& o) {
+                 std::vector<int> pads(34, 0);
+                 std::fill(pads.begin() + 30, pads.end(), 1);  // batch 1's last 4 keys
+                 o.causal = true;
+                 o.key_padding_mask = mask(pads, {2, 17});
+                 o.blocks = {3, 2};
+               }),
     flash_case("T1-padded", 1, 1, 3, [](auto& o) { o.key_padding_mask = mask({0, 1}, {2, 1}); }),
     flash_case("one-block-causal", 5, 5, 3, [](auto& o) { o.causal = true; }),
     // The packed entry point over qkv (2, 5, 12): 2 heads of 2. Its backward writes the packed gradient,
@@ -388,6 +438,15 @@ const bool registered = register_gradchecks({
               o.blocks = {3, 2};
               const Tensor out = flash_self_attention(in[0], 2, o);
               return out + transpose(reshape(slice(in[0], 2, 8, 12), {2, 5, 2, 2}), 1, 2);
+            }),
+    // As above over 17 positions: on 2 threads or more, key ranges whose dQ terms add into a used buffer.
+    op_case("attention/flash_self_attention/key-ranges-added-to-a-used-buffer", {{{2, 17, 12}}},
+            [](const std::vector<Tensor>& in) {
+              FlashAttentionOptions o;
+              o.alibi_slopes = {0.5, 0.25};
+              o.blocks = {3, 2};
+              const Tensor out = flash_self_attention(in[0], 2, o);
+              return out + transpose(reshape(slice(in[0], 2, 8, 12), {2, 17, 2, 2}), 1, 2);
             }),
 });
 

@@ -167,6 +167,110 @@ TEST_CASE("flash_attention tiles: float32 heads of widths in 8s equal the refere
   }
 }
 
+namespace {
+
+/// One head's backward split at `splits` (key indices, multiples of the key block) against the whole head's:
+/// the ranges' dQ terms summed, each range's dK and dV rows, and no row of dK or dV outside its range touched.
+/// Returns the worst relative error (or infinity when a row outside a range was written).
+template <class T>
+double key_range_error(const HeadCase& c, AttentionBlocks blocks, const std::vector<int64_t>& splits, uint64_t seed) {
+  Generator gen(seed);
+  auto random = [&](int64_t n) {
+    std::vector<T> x(static_cast<size_t>(n));
+    for (T& e : x) e = static_cast<T>(gen.normal());
+    return x;
+  };
+  const std::vector<T> q = random(c.T_q * c.D), k = random(c.T_k * c.D), v = random(c.T_k * c.D_v),
+                       dout = random(c.T_q * c.D_v);
+  std::vector<char> hidden(static_cast<size_t>(c.T_k), 0);
+  for (int64_t j = 0; j < c.T_k; ++j) hidden[j] = c.padding == 1 && j % 3 == 0;
+  HeadScoring scoring;
+  scoring.scale = 0.4;
+  scoring.causal = c.causal;
+  scoring.hidden_keys = c.padding ? reinterpret_cast<const bool*>(hidden.data()) : nullptr;
+  scoring.alibi_slope = c.slope;
+  scoring.dropout_p = c.dropout;
+  scoring.dropout_stream = seed * 31;
+  std::vector<T> out(c.T_q * c.D_v), lse(c.T_q), dq(c.T_q * c.D), dk(c.T_k * c.D), dv(c.T_k * c.D_v);
+  const HeadMatrix<const T> Q{q.data(), c.D}, K{k.data(), c.D}, V{v.data(), c.D_v}, O{out.data(), c.D_v},
+      dO{dout.data(), c.D_v};
+  flash_attention_forward<T>(Q, K, V, c.T_q, c.T_k, c.D, c.D_v, scoring, blocks, {out.data(), c.D_v}, lse.data());
+  flash_attention_backward<T>(Q, K, V, O, lse.data(), dO, c.T_q, c.T_k, c.D, c.D_v, scoring, blocks, {dq.data(), c.D},
+                              {dk.data(), c.D}, {dv.data(), c.D_v});
+  std::vector<T> dq_sum(dq.size(), T(0)), dk_ranges(dk.size()), dv_ranges(dv.size());
+  const T untouched = std::numeric_limits<T>::quiet_NaN();
+  for (size_t r = 0; r + 1 < splits.size(); ++r) {
+    std::vector<T> dq_part(dq.size()), dk_part(dk.size(), untouched), dv_part(dv.size(), untouched);
+    flash_attention_backward<T>(Q, K, V, O, lse.data(), dO, c.T_q, c.T_k, c.D, c.D_v, scoring, blocks,
+                                {dq_part.data(), c.D}, {dk_part.data(), c.D}, {dv_part.data(), c.D_v}, false,
+                                {splits[r], splits[r + 1]});
+    for (size_t i = 0; i < dq.size(); ++i) dq_sum[i] += dq_part[i];
+    for (int64_t j = 0; j < c.T_k; ++j) {
+      const bool inside = j >= splits[r] && j < splits[r + 1];
+      for (int64_t e = 0; e < c.D; ++e) {
+        if (inside) dk_ranges[j * c.D + e] = dk_part[j * c.D + e];
+        else if (!std::isnan(dk_part[j * c.D + e])) return std::numeric_limits<double>::infinity();
+      }
+      for (int64_t e = 0; e < c.D_v; ++e) {
+        if (inside) dv_ranges[j * c.D_v + e] = dv_part[j * c.D_v + e];
+        else if (!std::isnan(dv_part[j * c.D_v + e])) return std::numeric_limits<double>::infinity();
+      }
+    }
+  }
+  return std::max({relative_error(dq_sum, dq), relative_error(dk_ranges, dk), relative_error(dv_ranges, dv)});
+}
+
+}  // namespace
+
+TEST_CASE("flash_attention kernels: a head's backward split into key ranges adds up to the whole head's") {
+  // Key blocks of 4 (BLAS kernels; the tiles take the key block as given too): ranges of 2, 1 and 3 blocks
+  // and a last range that ends with the keys, mid-block.
+  const std::vector<HeadCase> cases{
+      {23, 26, 8, 8, false, 0, 0, 0}, {26, 26, 8, 16, true, 1, 0.3, 0}, {19, 26, 8, 8, true, 0, 0, 0.2},
+      {26, 26, 8, 8, false, 1, 0.25, 0.1},
+  };
+  const std::vector<int64_t> splits{0, 8, 12, 24, 26};
+  uint64_t seed = 300;
+  for (const HeadCase& c : cases) {
+    INFO(describe(c, {5, 4}));
+    CHECK(key_range_error<double>(c, {5, 4}, splits, seed) < 1e-12);
+    CHECK(key_range_error<float>(c, {5, 4}, splits, seed) < 1e-5);
+    CHECK(key_range_error<float>(c, {16, 4}, {0, 12, 26}, seed) < 1e-5);  // on the tiles, where they serve
+    ++seed;
+  }
+}
+
+TEST_CASE("flash_attention: few heads on two threads split their keys, with the gradients of one thread") {
+  // B·H = 2 heads, fewer than the threads could share: backward runs each head as key ranges on 2 threads
+  // (nothing to split on 1). The gradients must not change beyond rounding, whether written into a new
+  // buffer or added to a used one (the second backward).
+  Generator gen(9);
+  const int64_t B = 1, H = 2, T = 45, D = 8, C = H * D;
+  for (DType dtype : {DType::float64, DType::float32}) {
+    const Tensor qkv_data = randn({B, T, 3 * C}, gen, dtype), dout = randn({B, H, T, D}, gen, dtype);
+    FlashAttentionOptions options;
+    options.causal = true;
+    options.alibi_slopes = {0.5, 0.25};
+    options.blocks = {4, 4};  // 12 key blocks: 2 ranges of 6 on 2 threads
+    auto gradient_on = [&](int threads) {
+      set_num_threads(threads);
+      Tensor qkv = qkv_data.clone().requires_grad_();
+      backward(flash_self_attention(qkv, H, options), dout);
+      const Tensor once = qkv.grad().clone();
+      backward(flash_self_attention(qkv, H, options), dout);
+      set_num_threads(0);
+      return std::make_pair(once, qkv.grad());
+    };
+    const auto [one_once, one_twice] = gradient_on(1);
+    const auto [two_once, two_twice] = gradient_on(2);
+    const double tolerance = dtype == DType::float64 ? 1e-12 : 1e-5;
+    INFO(dtype_name(dtype));
+    CHECK(max_abs_diff(two_once, one_once) < tolerance);
+    CHECK(max_abs_diff(two_twice, one_twice) < tolerance);
+    CHECK(max_abs_diff(one_twice, one_once * 2.0) < tolerance);
+  }
+}
+
 TEST_CASE("flash_attention: output and gradients equal attention composed from primitives (float32 within 2e-5)") {
   Generator gen(5);
   const int64_t B = 2, H = 3, T = 37, D = 8, C = H * D;
