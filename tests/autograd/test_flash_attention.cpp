@@ -37,30 +37,46 @@ struct HeadCase {
   int64_t zero_gradient_rows = 0;  // the last rows of dO are 0 (a classifier's padded positions): skipped
 };
 
-/// Runs the fast kernels and the reference on one head of random numbers; returns the worst relative error
-/// over out, dq, dk, dv.
+/// n standard normal numbers of gen.
 template <class T>
-double kernel_error(const HeadCase& c, AttentionBlocks blocks, uint64_t seed) {
-  Generator gen(seed);
-  auto random = [&](int64_t n) {
-    std::vector<T> x(static_cast<size_t>(n));
-    for (T& e : x) e = static_cast<T>(gen.normal());
-    return x;
-  };
-  const std::vector<T> q = random(c.T_q * c.D), k = random(c.T_k * c.D), v = random(c.T_k * c.D_v);
-  std::vector<T> dout = random(c.T_q * c.D_v);
-  std::fill(dout.end() - c.zero_gradient_rows * c.D_v, dout.end(), T(0));
+std::vector<T> random_values(Generator& gen, int64_t n) {
+  std::vector<T> x(static_cast<size_t>(n));
+  for (T& e : x) e = static_cast<T>(gen.normal());
+  return x;
+}
+
+/// The case's key padding: one flag a key (see HeadCase::padding).
+std::vector<char> hidden_keys_of(const HeadCase& c) {
   std::vector<char> hidden(static_cast<size_t>(c.T_k), c.padding == 2);
   for (int64_t j = 0; j < c.T_k; ++j)
     if ((c.padding == 1 && j % 3 == 0) || (c.padding == 3 && j >= c.T_k / 2) || (c.padding == 4 && j < c.T_k / 3))
       hidden[j] = 1;
+  return hidden;
+}
+
+/// The case's scoring, its padding read from `hidden` (hidden_keys_of), its dropout mask from `stream`.
+HeadScoring scoring_of(const HeadCase& c, const std::vector<char>& hidden, uint64_t stream) {
   HeadScoring scoring;
   scoring.scale = 0.4;
   scoring.causal = c.causal;
   scoring.hidden_keys = c.padding ? reinterpret_cast<const bool*>(hidden.data()) : nullptr;
   scoring.alibi_slope = c.slope;
   scoring.dropout_p = c.dropout;
-  scoring.dropout_stream = seed * 977;
+  scoring.dropout_stream = stream;
+  return scoring;
+}
+
+/// Runs the fast kernels and the reference on one head of random numbers; returns the worst relative error
+/// over out, dq, dk, dv.
+template <class T>
+double kernel_error(const HeadCase& c, AttentionBlocks blocks, uint64_t seed) {
+  Generator gen(seed);
+  const std::vector<T> q = random_values<T>(gen, c.T_q * c.D), k = random_values<T>(gen, c.T_k * c.D),
+                       v = random_values<T>(gen, c.T_k * c.D_v);
+  std::vector<T> dout = random_values<T>(gen, c.T_q * c.D_v);
+  std::fill(dout.end() - c.zero_gradient_rows * c.D_v, dout.end(), T(0));
+  const std::vector<char> hidden = hidden_keys_of(c);
+  const HeadScoring scoring = scoring_of(c, hidden, seed * 977);
   std::vector<T> out(q.size() / c.D * c.D_v), lse(c.T_q), dq(q.size()), dk(k.size()), dv(v.size());
   std::vector<T> out_ref(out.size()), dq_ref(dq.size()), dk_ref(dk.size()), dv_ref(dv.size());
   const HeadMatrix<const T> Q{q.data(), c.D}, K{k.data(), c.D}, V{v.data(), c.D_v}, dO{dout.data(), c.D_v};
@@ -175,22 +191,10 @@ namespace {
 template <class T>
 double key_range_error(const HeadCase& c, AttentionBlocks blocks, const std::vector<int64_t>& splits, uint64_t seed) {
   Generator gen(seed);
-  auto random = [&](int64_t n) {
-    std::vector<T> x(static_cast<size_t>(n));
-    for (T& e : x) e = static_cast<T>(gen.normal());
-    return x;
-  };
-  const std::vector<T> q = random(c.T_q * c.D), k = random(c.T_k * c.D), v = random(c.T_k * c.D_v),
-                       dout = random(c.T_q * c.D_v);
-  std::vector<char> hidden(static_cast<size_t>(c.T_k), 0);
-  for (int64_t j = 0; j < c.T_k; ++j) hidden[j] = c.padding == 1 && j % 3 == 0;
-  HeadScoring scoring;
-  scoring.scale = 0.4;
-  scoring.causal = c.causal;
-  scoring.hidden_keys = c.padding ? reinterpret_cast<const bool*>(hidden.data()) : nullptr;
-  scoring.alibi_slope = c.slope;
-  scoring.dropout_p = c.dropout;
-  scoring.dropout_stream = seed * 31;
+  const std::vector<T> q = random_values<T>(gen, c.T_q * c.D), k = random_values<T>(gen, c.T_k * c.D),
+                       v = random_values<T>(gen, c.T_k * c.D_v), dout = random_values<T>(gen, c.T_q * c.D_v);
+  const std::vector<char> hidden = hidden_keys_of(c);
+  const HeadScoring scoring = scoring_of(c, hidden, seed * 31);
   std::vector<T> out(c.T_q * c.D_v), lse(c.T_q), dq(c.T_q * c.D), dk(c.T_k * c.D), dv(c.T_k * c.D_v);
   const HeadMatrix<const T> Q{q.data(), c.D}, K{k.data(), c.D}, V{v.data(), c.D_v}, O{out.data(), c.D_v},
       dO{dout.data(), c.D_v};
