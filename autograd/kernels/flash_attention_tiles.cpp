@@ -2,7 +2,7 @@
 //
 // The BLAS kernels (flash_attention.cpp) call sgemm for every block of scores, which repacks both operands
 // each time and leaves the online softmax to passes over rows in memory. Here every product of a block is
-// one small loop nest, `tile_product`, over a tile of 6 rows × 16 lanes held in 12 registers: each step
+// one small loop nest, `tile_product` (register_tiles.h), over a tile of 6 rows × 16 lanes held in 12 registers: each step
 // broadcasts one number per row and loads two vectors. The queries run along the lanes throughout: the
 // scores are kept transposed, Sᵀ (keys × queries), so that
 //   - K and V are read in place, row by row, as the broadcast operand (no packing of K or V at all), and
@@ -24,81 +24,21 @@
 #include <stdexcept>
 
 #include "autograd/kernels/exp_lanes.h"
+#include "autograd/kernels/register_tiles.h"
 #include "autograd/kernels/row_reductions.h"
 #include "autograd/kernels/scratch.h"
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-#define TAPEGRAD_FLASH_TILES 1
-#include <immintrin.h>
-#endif
-
 namespace tapegrad {
 
-#ifdef TAPEGRAD_FLASH_TILES
+#ifdef TAPEGRAD_REGISTER_TILES
 
 namespace {
 
-constexpr int64_t kLanes = 8;
-constexpr int kTileRows = 6;  // a tile is kTileRows × 2 vectors: 12 accumulators, 2 loads, 6 broadcasts a step
+using register_tiles::kLanes;
+using register_tiles::tile_product;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-
-/// c[r][8v + l] = (accumulate ? c[r][8v + l] : 0) + alpha · sum_k a(r, k) · b_k[8v + l], for r < R, v < NV:
-/// a(r, k) = a[r · a_row + k · a_k] is broadcast, b_k = b + k · ldb is loaded, the R × NV sums stay in
-/// registers for all K steps.
-template <int R, int NV>
-void tile(const float* a, int64_t a_row, int64_t a_k, const float* b, int64_t ldb, int64_t K, float* c, int64_t ldc,
-          float alpha, bool accumulate) {
-  __m256 acc[R][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < K; ++k) {
-    __m256 bv[NV];
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(b + k * ldb + kLanes * v);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m256 av = _mm256_broadcast_ss(a + r * a_row + k * a_k);
-#pragma GCC unroll 2
-      for (int v = 0; v < NV; ++v) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
-    }
-  }
-  const __m256 scale = _mm256_set1_ps(alpha);
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) {
-      float* to = c + r * ldc + kLanes * v;
-      const __m256 x = _mm256_mul_ps(acc[r][v], scale);
-      _mm256_storeu_ps(to, accumulate ? _mm256_add_ps(_mm256_loadu_ps(to), x) : x);
-    }
-}
-
-using TileFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t, float, bool);
-constexpr TileFn kTwoVectorTiles[kTileRows] = {tile<1, 2>, tile<2, 2>, tile<3, 2>, tile<4, 2>, tile<5, 2>, tile<6, 2>};
-constexpr TileFn kOneVectorTiles[kTileRows] = {tile<1, 1>, tile<2, 1>, tile<3, 1>, tile<4, 1>, tile<5, 1>, tile<6, 1>};
-
-/// C (rows × 8·vectors, leading dim ldc) = (accumulate ? C : 0) + alpha · A B, with A(r, k) = a[r·a_row + k·a_k]
-/// (rows × K) and B's row k the `vectors` vectors at b + k·ldb. Column pairs outside, so that a pair of B's
-/// columns (K × 16 numbers) stays in L1 while the rows of A stream past it. The rows are cut into tiles as
-/// even as kTileRows allows (32 rows: 6, 6, 5, 5, 5, 5, not five 6s and a 2): a tile of few rows has too
-/// few independent sums to hide the FMA latency.
-void tile_product(int64_t rows, int64_t vectors, int64_t K, const float* a, int64_t a_row, int64_t a_k, const float* b,
-                  int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
-  const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
-  for (int64_t v0 = 0; v0 < vectors; v0 += 2) {
-    const TileFn* kernels = vectors - v0 >= 2 ? kTwoVectorTiles : kOneVectorTiles;
-    for (int64_t t = 0, r0 = 0; t < tiles; ++t) {
-      const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
-      kernels[height - 1](a + r0 * a_row, a_row, a_k, b + kLanes * v0, ldb, K, c + r0 * ldc + kLanes * v0, ldc, alpha,
-                          accumulate);
-      r0 += height;
-    }
-  }
-}
 
 /// Matrix m (rows × cols, rows ld apart) transposed into t (cols × `lanes`, leading dim ldt), lanes from
 /// `rows` on set to 0.
