@@ -1,16 +1,58 @@
-// Matrix products of strided tensors on BLAS, split across tapegrad's threads (see gemm.h).
+// Matrix products of strided tensors on BLAS or the register tiles, split across tapegrad's threads (see
+// gemm.h).
 #include "autograd/kernels/gemm.h"
 
 #include <algorithm>
 #include <array>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/blas.h"
 #include "autograd/iterate.h"
+#include "autograd/kernels/register_tiles.h"
 #include "autograd/kernels/row_reductions.h"
+#include "autograd/kernels/scratch.h"
 #include "autograd/parallel.h"
 
 namespace tapegrad {
+
+namespace {
+
+struct TransposedOperandScratch;  // op(b) = bᵀ copied for the register tiles (kernels/scratch.h)
+
+constexpr int64_t kTiledProductRows = 48;  // 8 tiles of 6 rows
+
+}  // namespace
+
+template <class T>
+void gemm_on_this_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                         const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+#ifdef TAPEGRAD_REGISTER_TILES
+  using register_tiles::kLanes;
+  if constexpr (std::is_same_v<T, float>) {
+    if (n % kLanes == 0 && k * n <= kTiledProductMaxB && (beta == 0 || beta == 1)) {
+      if (trans_b) {  // op(b) (k, n) = bᵀ: the tiles load its rows as vectors
+        float* bt = scratch<float, TransposedOperandScratch>(k * n);
+        register_tiles::transpose_into(b, ldb, n, k, bt);
+        b = bt;
+        ldb = n;
+      }
+      // Blocks of rows outside: a block's rows of a stay in L1 while op(b) passes from L2 once a block.
+      const int64_t a_row = trans_a ? 1 : lda, a_k = trans_a ? lda : 1;
+      for (int64_t r0 = 0; r0 < m; r0 += kTiledProductRows)
+        register_tiles::tile_product(std::min(kTiledProductRows, m - r0), n / kLanes, k, a + r0 * a_row, a_row, a_k, b,
+                                     ldb, c + r0 * ldc, ldc, alpha, beta == 1);
+      return;
+    }
+  }
+#endif
+  blas_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template void gemm_on_this_thread<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                                         const float*, int64_t, float, float*, int64_t);
+template void gemm_on_this_thread<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
+                                          const double*, int64_t, double, double*, int64_t);
 
 namespace {
 
@@ -29,7 +71,7 @@ Shape batch_strides(const Tensor& t, const Shape& batch) {
 constexpr int64_t kPartAlign = 32;
 
 /// c (+)= op(a) op(b), (m × n) row-major, split across tapegrad's threads along the longer side of c (rows
-/// of op(a) or columns of op(b)); each part is one single-threaded BLAS call. The split depends only on
+/// of op(a) or columns of op(b)); each part is one gemm_on_this_thread. The split depends only on
 /// the shapes and the thread count, and every element of c is computed whole by one call, so results
 /// do not depend on timing.
 template <class T>
@@ -41,10 +83,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* 
   parallel_for(blocks, grain, [&](int64_t first, int64_t last) {
     const int64_t from = first * kPartAlign, to = std::min(longer, last * kPartAlign);
     if (m >= n)  // rows [from, to) of c: rows of op(a)
-      blas_gemm(trans_a, trans_b, to - from, n, k, T(1), trans_a ? a + from : a + from * lda, lda, b, ldb, beta,
+      gemm_on_this_thread(trans_a, trans_b, to - from, n, k, T(1), trans_a ? a + from : a + from * lda, lda, b, ldb, beta,
                 c + from * ldc, ldc);
     else  // columns [from, to) of c: columns of op(b)
-      blas_gemm(trans_a, trans_b, m, to - from, k, T(1), a, lda, trans_b ? b + from * ldb : b + from, ldb, beta, c + from,
+      gemm_on_this_thread(trans_a, trans_b, m, to - from, k, T(1), a, lda, trans_b ? b + from * ldb : b + from, ldb, beta, c + from,
                 ldc);
   });
 }
@@ -107,7 +149,7 @@ void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Te
         return;
       }
       if (split) gemm(trans_a, trans_b, m, n, k, pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
-      else blas_gemm(trans_a, trans_b, m, n, k, T(1), pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
+      else gemm_on_this_thread(trans_a, trans_b, m, n, k, T(1), pa + off[1], la.ld, pb + off[2], lb.ld, beta, out, n);
     };
     const int64_t count = static_cast<int64_t>(offsets.size());
     if (count == 1 || shared_c) {  // one product, or products that add into one slice: in order, each split

@@ -1,7 +1,8 @@
 #pragma once
 // Matrix products of strided tensors: the kernels behind matmul and linear (autograd/ops/matmul.cpp).
 // Each operand's matrices are read in place through BLAS's transpose flags and leading dims, batch dims
-// broadcast, and the work is split across tapegrad's threads (each part one single-threaded BLAS call).
+// broadcast, and the work is split across tapegrad's threads (each part one single-threaded BLAS call, or
+// for a small float product the register tiles: gemm_on_this_thread).
 // batched_gemm_reference is the same product as a plain triple loop in double, for the tests.
 #include <cstdint>
 #include <optional>
@@ -41,6 +42,19 @@ void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Te
 /// sum_k op(a)_ik op(b)_kj, accumulated in double.
 void batched_gemm_reference(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c,
                             const Shape& batch, double beta);
+
+/// The largest op(b), k × n numbers, that gemm_on_this_thread gives to the register tiles: 192 KiB of
+/// floats, so that it stays in L2 while the rows of a stream past it (the tiles neither pack nor block).
+inline constexpr int64_t kTiledProductMaxB = 192 * 256;
+
+/// c = alpha · op(a) op(b) + beta · c on the calling thread, as blas_gemm takes it: on the AVX2 register
+/// tiles (kernels/register_tiles.h) for float products with n a multiple of 8, op(b) of at most
+/// kTiledProductMaxB numbers and beta 0 or 1 (op(b) = bᵀ copied transposed first), else one BLAS call.
+/// Such products are a small model's linear layers and attention heads (n and k of a few dozen to a few
+/// hundred), where OpenBLAS spends as long packing its operands as in its kernel.
+template <class T>
+void gemm_on_this_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                         const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
 
 /// Rows [begin, end) of a matrix.
 using RowRun = std::pair<int64_t, int64_t>;

@@ -2,8 +2,8 @@
 // Matrix products of a few dozen rows on AVX2 register tiles: C (+)= alpha · A B with A read through any
 // two strides and B's rows contiguous, 8 floats a vector. No packing and no library call: for the products
 // of a small head (`small`'s are 32 × 32 × 16) an sgemm call's set-up and packing cost as much as its FMAs.
-// Flash attention's tiles (flash_attention_tiles.cpp) and the fused attention's heads (ops/attention.cpp)
-// are built on it.
+// Flash attention's tiles (flash_attention_tiles.cpp) are built on it, and gemm_on_this_thread
+// (kernels/gemm.h) gives it the small float products of the linear layers and the fused attention's heads.
 //
 // Built where the compiler targets AVX2 + FMA without AVX-512 (TAPEGRAD_REGISTER_TILES): on AVX-512 CPUs
 // OpenBLAS's 512-bit kernels are twice as wide, and the callers keep their BLAS paths there.

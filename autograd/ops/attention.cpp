@@ -1,10 +1,11 @@
 // Multi-head self-attention as one op on the packed projection.
 //
 // Heads are strided matrices inside qkv: head h of q is the (T, D) block at column h·D of each batch's
-// (T, 3C) rows, leading dimension 3C; k and v are the blocks C and 2C further on. The products (BLAS, or
-// the register tiles: head_product) read them in place, and each head's output is written in place at
-// column h·D of the (T, C) output (leading dim C), which is the merged layout out_proj reads. No per-head
-// copy or reshape exists; the tiles take a transposed copy of K or V, one (D, T) block, for Q Kᵀ and dO Vᵀ.
+// (T, 3C) rows, leading dimension 3C; k and v are the blocks C and 2C further on. The products
+// (gemm_on_this_thread: the register tiles for a small float32 head, else BLAS) read them in place, and
+// each head's output is written in place at column h·D of the (T, C) output (leading dim C), which is the
+// merged layout out_proj reads. No per-head copy or reshape exists, but for the tiles' transposed copy of K
+// or V, one (D, T) block, in Q Kᵀ and dO Vᵀ.
 //
 // Large models keep no (T, T) matrix past its head's turn: the scores and weights live in per-thread
 // scratch blocks, and backward recomputes them from the saved qkv with the same products and the same
@@ -18,11 +19,9 @@
 
 #include <cmath>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
-#include "autograd/blas.h"
-#include "autograd/kernels/register_tiles.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/scratch.h"
 #include "autograd/kernels/softmax.h"
 #include "autograd/ops/indexing.h"
@@ -72,39 +71,11 @@ void check_mask(const Tensor& mask, const Tensor& qkv, bool per_batch, const cha
 }
 
 struct HeadScratch;  // the per-thread (T, T) scores and weights of one head (kernels/scratch.h)
-struct TransposedScratch;  // a head's Kᵀ or Vᵀ for the register tiles
-
-/// One product of a head, c = alpha · op(a) op(b) + beta · c, as blas_gemm takes it. Float32 products whose
-/// n is a multiple of 8 run on the register tiles (register_tiles.h), bᵀ copied transposed first (a (D, T)
-/// block: the tiles load B's rows as vectors); everything else on BLAS. On `small` (T 32, D 16, 2 cores of a
-/// Zen 3) the op's backward took 40% less time than through sgemm calls, its forward 15%, the step 11-18%.
-template <class F>
-void head_product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, F alpha, const F* a, int64_t lda,
-                  const F* b, int64_t ldb, F beta, F* c, int64_t ldc) {
-#ifdef TAPEGRAD_REGISTER_TILES
-  using register_tiles::kLanes;
-  if constexpr (std::is_same_v<F, float>) {
-    if (n % kLanes == 0 && (beta == 0 || beta == 1)) {
-      if (trans_b) {  // B (k, n) = bᵀ: row r of b is column r of B
-        float* bt = scratch<float, TransposedScratch>(k * n);
-        register_tiles::transpose_into(b, ldb, n, k, bt);
-        b = bt;
-        ldb = n;
-      }
-      register_tiles::tile_product(m, n / kLanes, k, a, trans_a ? 1 : lda, trans_a ? lda : 1, b, ldb, c, ldc, alpha,
-                                   beta == 1);
-      return;
-    }
-  }
-#endif
-  blas_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
 /// P = softmax(s · Q Kᵀ + masks) for head (b, h), into P (T, T); S is (T, T) scratch.
 template <class F>
 void head_weights(const F* q, const F* k, int64_t ld, int64_t T, int64_t D, F scale, const AddedMasks<F>& masks,
                   int64_t b, F* S, F* P) {
-  head_product(false, true, T, T, D, scale, q, ld, k, ld, F(0), S, T);  // S = s Q Kᵀ
+  gemm_on_this_thread(false, true, T, T, D, scale, q, ld, k, ld, F(0), S, T);  // S = s Q Kᵀ
   for (int64_t i = 0; i < T; ++i) {
     F* row = S + i * T;
     if (masks.attn)
@@ -162,12 +133,12 @@ struct FusedAttentionNode : NodeOf<FusedAttentionNode> {
           const F* dO = pdo + b * T * C + h * D;
           F* dq = pdx + b * T * 3 * C + h * D;
           F *dk = dq + C, *dv = dq + 2 * C;
-          head_product(true, false, T, D, T, F(1), P, T, dO, C, beta, dv, 3 * C);  // dV = Pᵀ dO
-          head_product(false, true, T, T, D, F(1), dO, C, v, 3 * C, F(0), dP, T);  // dP = dO Vᵀ
+          gemm_on_this_thread(true, false, T, D, T, F(1), P, T, dO, C, beta, dv, 3 * C);  // dV = Pᵀ dO
+          gemm_on_this_thread(false, true, T, T, D, F(1), dO, C, v, 3 * C, F(0), dP, T);  // dP = dO Vᵀ
           for (int64_t i = 0; i < T; ++i)  // dS, over dP's memory
             softmax_row_backward(P + i * T, dP + i * T, assign_to(dP + i * T), T, kContiguous);
-          head_product(false, false, T, D, T, scale, dP, T, k, 3 * C, beta, dq, 3 * C);  // dQ = s dS K
-          head_product(true, false, T, D, T, scale, dP, T, q, 3 * C, beta, dk, 3 * C);   // dK = s dSᵀ Q
+          gemm_on_this_thread(false, false, T, D, T, scale, dP, T, k, 3 * C, beta, dq, 3 * C);  // dQ = s dS K
+          gemm_on_this_thread(true, false, T, D, T, scale, dP, T, q, 3 * C, beta, dk, 3 * C);   // dK = s dSᵀ Q
         }
       });
     });
@@ -203,7 +174,7 @@ FusedAttention fused_self_attention(const Tensor& qkv, int64_t n_heads, const Te
         const F *k = q + C, *v = q + 2 * C;
         F* weights = return_weights ? result.weights.data<F>() + bh * T * T : keep ? kept.data<F>() + bh * T * T : P;
         head_weights(q, k, 3 * C, T, D, scale, masks, b, S, weights);
-        head_product(false, false, T, D, T, F(1), weights, T, v, 3 * C, F(0), po + b * T * C + h * D, C);  // O = P V
+        gemm_on_this_thread(false, false, T, D, T, F(1), weights, T, v, 3 * C, F(0), po + b * T * C + h * D, C);  // O = P V
       }
     });
   });

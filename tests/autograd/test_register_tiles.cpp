@@ -1,12 +1,14 @@
-// The AVX2 register tiles (kernels/register_tiles.h) against plain loops in double, and the fused
-// attention's float32 heads, which run on them, against the same op in float64 (BLAS). Built without the
-// tiles (no AVX2, or AVX-512), the kernel cases are skipped and the op case checks the BLAS path.
+// The AVX2 register tiles (kernels/register_tiles.h) against plain loops in double; gemm_on_this_thread,
+// which gives them small float products, in every layout; and the fused attention's float32 heads, which
+// run on them, against the same op in float64 (BLAS). Built without the tiles (no AVX2, or AVX-512), the
+// kernel cases are skipped and the others check the BLAS path.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/register_tiles.h"
 
 using namespace tapegrad;
@@ -88,6 +90,43 @@ TEST_CASE("register tiles: transpose_into is the exact transpose, in 8 x 8 block
 TEST_CASE("register tiles: not built for this CPU") { WARN("no AVX2 + FMA, or AVX-512: the register tiles are not built"); }
 
 #endif
+
+TEST_CASE("gemm_on_this_thread: float products equal the plain product in every layout, written and added") {
+  // Sizes across the row blocks (48 rows) and the tile heights; n a multiple of 8 (the tiles) or not (BLAS);
+  // op(b) over kTiledProductMaxB (BLAS) once.
+  Generator gen(8);
+  struct Size {
+    int64_t m, n, k;
+  };
+  for (const Size& size : {Size{1, 8, 1}, Size{47, 24, 17}, Size{49, 64, 64}, Size{100, 16, 5}, Size{13, 12, 9},
+                           Size{7, 256, 256}})
+    for (const bool trans_a : {false, true})
+      for (const bool trans_b : {false, true})
+        for (const float beta : {0.0f, 1.0f}) {
+          const auto [m, n, k] = size;
+          const int64_t lda = (trans_a ? m : k) + 2, ldb = (trans_b ? k : n) + 3, ldc = n + 1;
+          const std::vector<float> a = random_floats(gen, (trans_a ? k : m) * lda), b = random_floats(gen, (trans_b ? n : k) * ldb);
+          std::vector<float> c = random_floats(gen, m * ldc);
+          const std::vector<float> before = c;
+          gemm_on_this_thread(trans_a, trans_b, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+          std::vector<double> got, want;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < ldc; ++j) {
+              double expected = before[i * ldc + j];
+              if (j < n) {
+                double sum = 0;
+                for (int64_t p = 0; p < k; ++p)
+                  sum += static_cast<double>(trans_a ? a[p * lda + i] : a[i * lda + p]) *
+                         (trans_b ? b[j * ldb + p] : b[p * ldb + j]);
+                expected = beta * expected + 0.5 * sum;
+              }
+              got.push_back(c[i * ldc + j]);
+              want.push_back(expected);
+            }
+          INFO(m << " x " << n << " x " << k << ", trans_a " << trans_a << ", trans_b " << trans_b << ", beta " << beta);
+          CHECK(relative_error(got, want) < 1e-5);
+        }
+}
 
 TEST_CASE("fused_self_attention: float32 heads (register tiles on AVX2) equal the float64 op") {
   // T = 32 and D = 16 (every product on the tiles), T = 12 (S = Q Kᵀ and dP = dO Vᵀ, 12 columns, on BLAS, the
