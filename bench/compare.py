@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """`make bench`: tapegrad against PyTorch on the same models, batch and optimizer, side by side.
 
-Runs `tapegrad bench --json` (small, medium, long and lm, a process each), then the PyTorch twin
-(bench/train_step_torch.py) for small and medium under every setting PyTorch users reach for that this CPU
+Runs, for each configuration (small, medium, long and lm), `tapegrad bench --json` (a process each), then the
+PyTorch twin (bench/train_step_torch.py), then tapegrad once more: the host's speed drifts by tens of percent
+within minutes, so tapegrad's runs bracket PyTorch's and its figure is the mean of the two (both printed).
+The twin runs small and medium under every setting PyTorch users reach for that this CPU
 can run: 1 and 2 threads x OPENBLAS_CORETYPE unset, Haswell (with AVX2) and SkylakeX (with AVX-512), each in
 a fresh process (the variable is read when OpenBLAS loads), keeping PyTorch's best; long, whose PyTorch step
 takes seconds, and lm (the character language model, whose training tokens/s are printed too), only on 1
@@ -144,6 +146,34 @@ def pytorch_best(config, settings):
     return best
 
 
+def bracketed(runs):
+    """One figure from tapegrad's runs of a configuration (`tapegrad bench --json` lines): the first's fields,
+    with steps/s, GFLOP/s, MFU and tokens/s the mean of the runs', and every run's steps/s in "runs"."""
+    r = dict(runs[0])
+    for key in ("steps_per_second", "gflops", "model_flop_utilisation", "tokens_per_second"):
+        if key in r:
+            r[key] = sum(x[key] for x in runs) / len(runs)
+    r["runs"] = [x["steps_per_second"] for x in runs]
+    return r
+
+
+def describe(r):
+    """tapegrad's figures of one configuration (bracketed), in a line."""
+    # MFU counts the FLOPs the step runs; a classifier batch run in length groups runs fewer than the
+    # padded batch PyTorch runs (docs/performance.md, "The FLOP count")
+    run_flops = (f" ({r['gflop_per_step']:.1f} GFLOP a step run of the padded batch's {r['padded_gflop_per_step']:.1f})"
+                 if r['gflop_per_step'] < r['padded_gflop_per_step'] else "")
+    both = (f" (runs {r['runs'][0]:.2f} and {r['runs'][1]:.2f}, before and after PyTorch's)"
+            if len(r["runs"]) == 2 else "")
+    print(f"tapegrad {r['config']}: {r['steps_per_second']:.2f} steps/s{both}, {r['gflops']:.0f} GFLOP/s{run_flops} = "
+          f"{100 * r['model_flop_utilisation']:.1f}% of the measured FMA peak ({r['peak_gflops']:.0f} GFLOP/s), "
+          f"{r['threads']} threads, kernels {r['blas_kernels']}, peak RSS {r['peak_rss_mib']:.0f} MiB, "
+          f"{r['heap_allocations_per_step']} heap allocations per step"
+          + (f", {r['tokens_per_second']:.0f} tokens/s" if r.get("model") == "language_model" else ""), flush=True)
+    if r["blas_advice"]:
+        print(f"  note: {r['blas_advice']}")
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -156,23 +186,22 @@ def main():
         print("bench: /usr/bin/python3 has no torch (Debian's python3-torch): tapegrad's figures only")
 
     # One process a configuration: peak RSS is the process's, and long's after medium's would be medium's.
-    ours = {}
+    # Each configuration's PyTorch runs come between two of tapegrad's (its figure is their mean), so that a
+    # ratio compares runs of the same minutes: on a shared host whose speed moves by a third within minutes,
+    # all of tapegrad's runs first and all of PyTorch's minutes later measured the drift as much as the code.
+    settings = pytorch_settings(cpu_flags()) if have_torch else []
+    ours, theirs = {}, {}
     for config in CONFIGS:
-        ours[config] = json.loads(run([tapegrad, "bench", "--config", config, "--json"]).strip().splitlines()[-1])
-    first = next(iter(ours.values()))
-    print(f"CPU: {first['cpu']}, {first['vector_bits']}-bit vectors ({first['instruction_set']})")
-    for r in ours.values():
-        # MFU counts the FLOPs the step runs; a classifier batch run in length groups runs fewer than the
-        # padded batch PyTorch runs (docs/performance.md, "The FLOP count")
-        run_flops = (f" ({r['gflop_per_step']:.1f} GFLOP a step run of the padded batch's {r['padded_gflop_per_step']:.1f})"
-                     if r['gflop_per_step'] < r['padded_gflop_per_step'] else "")
-        print(f"tapegrad {r['config']}: {r['steps_per_second']:.2f} steps/s, {r['gflops']:.0f} GFLOP/s{run_flops} = "
-              f"{100 * r['model_flop_utilisation']:.1f}% of the measured FMA peak ({r['peak_gflops']:.0f} GFLOP/s), "
-              f"{r['threads']} threads, kernels {r['blas_kernels']}, peak RSS {r['peak_rss_mib']:.0f} MiB, "
-              f"{r['heap_allocations_per_step']} heap allocations per step"
-              + (f", {r['tokens_per_second']:.0f} tokens/s" if r.get("model") == "language_model" else ""))
-        if r["blas_advice"]:
-            print(f"  note: {r['blas_advice']}")
+        bench = [tapegrad, "bench", "--config", config, "--json"]
+        runs = [json.loads(run(bench).strip().splitlines()[-1])]
+        if not ours:
+            print(f"CPU: {runs[0]['cpu']}, {runs[0]['vector_bits']}-bit vectors ({runs[0]['instruction_set']})")
+        if have_torch:  # a skipped setting: one line each
+            theirs[config] = pytorch_best(config, long_settings(settings, theirs["medium"]) if config in FEW_SETTINGS
+                                          else settings)
+            runs.append(json.loads(run(bench).strip().splitlines()[-1]))
+        ours[config] = bracketed(runs)
+        describe(ours[config])
 
     scaling = json.loads(run([tapegrad, "bench", "--config", "small", "--scaling", "--json"]).strip().splitlines()[-1])
     print(f"tapegrad small on {scaling['threads']} threads against 1: {scaling['thread_scaling']:.2f}x "
@@ -188,11 +217,6 @@ def main():
     if not have_torch:
         return
 
-    settings = pytorch_settings(cpu_flags())
-    theirs = {}  # a skipped setting: one line each
-    for config in CONFIGS:
-        theirs[config] = pytorch_best(config, long_settings(settings, theirs["medium"]) if config in FEW_SETTINGS
-                                      else settings)
     print()
     print(f"{'config':8} {'tapegrad steps/s':>17} {'PyTorch best':>13} {'ratio':>6}  {'MFU':>6}  PyTorch's best setting")
     for config in CONFIGS:
