@@ -2,9 +2,9 @@
 //
 // The BLAS kernels (flash_attention.cpp) call sgemm for every block of scores, which repacks both operands
 // each time and leaves the online softmax to passes over rows in memory. Here every product of a block is
-// one small loop nest, `tile_product` (register_tiles.h), over a tile of 6 rows × 16 lanes held in 12 registers: each step
-// broadcasts one number per row and loads two vectors. The queries run along the lanes throughout: the
-// scores are kept transposed, Sᵀ (keys × queries), so that
+// one small loop nest, `tile_product` (register_tiles.h), over a tile of 6 rows × 16 lanes held in 12
+// registers: each step broadcasts one number per row and loads two vectors. The queries run along the
+// lanes throughout: the scores are kept transposed, Sᵀ (keys × queries), so that
 //   - K and V are read in place, row by row, as the broadcast operand (no packing of K or V at all), and
 //     only a block's queries are transposed once (Qt, D × block);
 //   - the online softmax is lane-wise: a query's running max, sum and rescale are one lane of a vector, the

@@ -83,11 +83,11 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* 
   parallel_for(blocks, grain, [&](int64_t first, int64_t last) {
     const int64_t from = first * kPartAlign, to = std::min(longer, last * kPartAlign);
     if (m >= n)  // rows [from, to) of c: rows of op(a)
-      gemm_on_this_thread(trans_a, trans_b, to - from, n, k, T(1), trans_a ? a + from : a + from * lda, lda, b, ldb, beta,
-                c + from * ldc, ldc);
+      gemm_on_this_thread(trans_a, trans_b, to - from, n, k, T(1), trans_a ? a + from : a + from * lda, lda, b, ldb,
+                          beta, c + from * ldc, ldc);
     else  // columns [from, to) of c: columns of op(b)
-      gemm_on_this_thread(trans_a, trans_b, m, to - from, k, T(1), a, lda, trans_b ? b + from * ldb : b + from, ldb, beta, c + from,
-                ldc);
+      gemm_on_this_thread(trans_a, trans_b, m, to - from, k, T(1), a, lda, trans_b ? b + from * ldb : b + from, ldb,
+                          beta, c + from, ldc);
   });
 }
 

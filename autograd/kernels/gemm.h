@@ -44,7 +44,7 @@ void batched_gemm_reference(const Tensor& a, bool flip_a, const Tensor& b, bool 
                             const Shape& batch, double beta);
 
 /// The largest op(b), k × n numbers, that gemm_on_this_thread gives to the register tiles: 192 KiB of
-/// floats, so that it stays in L2 while the rows of a stream past it (the tiles neither pack nor block).
+/// floats, so that it stays in L2 while blocks of a's rows pass over it (the tiles do not pack it).
 inline constexpr int64_t kTiledProductMaxB = 192 * 256;
 
 /// c = alpha · op(a) op(b) + beta · c on the calling thread, as blas_gemm takes it: on the AVX2 register

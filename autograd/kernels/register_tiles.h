@@ -22,8 +22,8 @@ inline constexpr int kTileRows = 6;  // a tile is kTileRows × 2 vectors: 12 acc
 /// a(r, k) = a[r · a_row + k · a_k] is broadcast, b_k = b + k · ldb is loaded, the R × NV sums stay in
 /// registers for all K steps.
 template <int R, int NV>
-inline void tile(const float* a, int64_t a_row, int64_t a_k, const float* b, int64_t ldb, int64_t K, float* c, int64_t ldc,
-          float alpha, bool accumulate) {
+inline void tile(const float* a, int64_t a_row, int64_t a_k, const float* b, int64_t ldb, int64_t K, float* c,
+                 int64_t ldc, float alpha, bool accumulate) {
   __m256 acc[R][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -52,16 +52,18 @@ inline void tile(const float* a, int64_t a_row, int64_t a_k, const float* b, int
 }
 
 using TileFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t, float, bool);
-inline constexpr TileFn kTwoVectorTiles[kTileRows] = {tile<1, 2>, tile<2, 2>, tile<3, 2>, tile<4, 2>, tile<5, 2>, tile<6, 2>};
-inline constexpr TileFn kOneVectorTiles[kTileRows] = {tile<1, 1>, tile<2, 1>, tile<3, 1>, tile<4, 1>, tile<5, 1>, tile<6, 1>};
+inline constexpr TileFn kTwoVectorTiles[kTileRows] = {tile<1, 2>, tile<2, 2>, tile<3, 2>,
+                                                      tile<4, 2>, tile<5, 2>, tile<6, 2>};
+inline constexpr TileFn kOneVectorTiles[kTileRows] = {tile<1, 1>, tile<2, 1>, tile<3, 1>,
+                                                      tile<4, 1>, tile<5, 1>, tile<6, 1>};
 
 /// C (rows × 8·vectors, leading dim ldc) = (accumulate ? C : 0) + alpha · A B, with A(r, k) = a[r·a_row + k·a_k]
 /// (rows × K) and B's row k the `vectors` vectors at b + k·ldb. Column pairs outside, so that a pair of B's
 /// columns (K × 16 numbers) stays in L1 while the rows of A stream past it. The rows are cut into tiles as
 /// even as kTileRows allows (32 rows: 6, 6, 5, 5, 5, 5, not five 6s and a 2): a tile of few rows has too
 /// few independent sums to hide the FMA latency.
-inline void tile_product(int64_t rows, int64_t vectors, int64_t K, const float* a, int64_t a_row, int64_t a_k, const float* b,
-                  int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
+inline void tile_product(int64_t rows, int64_t vectors, int64_t K, const float* a, int64_t a_row, int64_t a_k,
+                         const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
   for (int64_t v0 = 0; v0 < vectors; v0 += 2) {
     const TileFn* kernels = vectors - v0 >= 2 ? kTwoVectorTiles : kOneVectorTiles;

@@ -174,7 +174,8 @@ FusedAttention fused_self_attention(const Tensor& qkv, int64_t n_heads, const Te
         const F *k = q + C, *v = q + 2 * C;
         F* weights = return_weights ? result.weights.data<F>() + bh * T * T : keep ? kept.data<F>() + bh * T * T : P;
         head_weights(q, k, 3 * C, T, D, scale, masks, b, S, weights);
-        gemm_on_this_thread(false, false, T, D, T, F(1), weights, T, v, 3 * C, F(0), po + b * T * C + h * D, C);  // O = P V
+        // O = P V
+        gemm_on_this_thread(false, false, T, D, T, F(1), weights, T, v, 3 * C, F(0), po + b * T * C + h * D, C);
       }
     });
   });

@@ -72,7 +72,8 @@ TEST_CASE("register tiles: tile_product equals the plain product for every tile 
 
 TEST_CASE("register tiles: transpose_into is the exact transpose, in 8 x 8 blocks and element by element") {
   Generator gen(6);
-  for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{16, 24}, {8, 8}, {32, 16}, {5, 3}, {8, 12}}) {
+  for (const auto& [rows, cols] :
+       std::vector<std::pair<int64_t, int64_t>>{{16, 24}, {8, 8}, {32, 16}, {5, 3}, {8, 12}}) {
     const int64_t ldm = cols + 4;
     const std::vector<float> m = random_floats(gen, rows * ldm);
     std::vector<float> t(static_cast<size_t>(rows * cols), -1.0f);
@@ -87,7 +88,9 @@ TEST_CASE("register tiles: transpose_into is the exact transpose, in 8 x 8 block
 
 #else
 
-TEST_CASE("register tiles: not built for this CPU") { WARN("no AVX2 + FMA, or AVX-512: the register tiles are not built"); }
+TEST_CASE("register tiles: not built for this CPU") {
+  WARN("no AVX2 + FMA, or AVX-512: the register tiles are not built");
+}
 
 #endif
 
@@ -98,14 +101,15 @@ TEST_CASE("gemm_on_this_thread: float products equal the plain product in every 
   struct Size {
     int64_t m, n, k;
   };
-  for (const Size& size : {Size{1, 8, 1}, Size{47, 24, 17}, Size{49, 64, 64}, Size{100, 16, 5}, Size{13, 12, 9},
-                           Size{7, 256, 256}})
+  for (const Size& size :
+       {Size{1, 8, 1}, Size{47, 24, 17}, Size{49, 64, 64}, Size{100, 16, 5}, Size{13, 12, 9}, Size{7, 256, 256}})
     for (const bool trans_a : {false, true})
       for (const bool trans_b : {false, true})
         for (const float beta : {0.0f, 1.0f}) {
           const auto [m, n, k] = size;
           const int64_t lda = (trans_a ? m : k) + 2, ldb = (trans_b ? k : n) + 3, ldc = n + 1;
-          const std::vector<float> a = random_floats(gen, (trans_a ? k : m) * lda), b = random_floats(gen, (trans_b ? n : k) * ldb);
+          const std::vector<float> a = random_floats(gen, (trans_a ? k : m) * lda),
+                                   b = random_floats(gen, (trans_b ? n : k) * ldb);
           std::vector<float> c = random_floats(gen, m * ldc);
           const std::vector<float> before = c;
           gemm_on_this_thread(trans_a, trans_b, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
@@ -123,7 +127,8 @@ TEST_CASE("gemm_on_this_thread: float products equal the plain product in every 
               got.push_back(c[i * ldc + j]);
               want.push_back(expected);
             }
-          INFO(m << " x " << n << " x " << k << ", trans_a " << trans_a << ", trans_b " << trans_b << ", beta " << beta);
+          INFO(m << " x " << n << " x " << k << ", trans_a " << trans_a << ", trans_b " << trans_b << ", beta "
+                 << beta);
           CHECK(relative_error(got, want) < 1e-5);
         }
 }
