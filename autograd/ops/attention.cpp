@@ -71,6 +71,7 @@ void check_mask(const Tensor& mask, const Tensor& qkv, bool per_batch, const cha
 }
 
 struct HeadScratch;  // the per-thread (T, T) scores and weights of one head (kernels/scratch.h)
+
 /// P = softmax(s · Q Kᵀ + masks) for head (b, h), into P (T, T); S is (T, T) scratch.
 template <class F>
 void head_weights(const F* q, const F* k, int64_t ld, int64_t T, int64_t D, F scale, const AddedMasks<F>& masks,
