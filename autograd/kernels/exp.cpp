@@ -96,42 +96,17 @@ float exp_fast_scalar(float x) {
 
 }  // namespace
 
-// GCC 12 reports the undefined vector that its own AVX-512 intrinsics start from (_mm512_undefined_ps) as
-// maybe uninitialised, https://gcc.gnu.org/PR105593: nothing of ours is.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 void exp_shifted_fast(const float* x, float m, float* y, int64_t n) {
   using namespace exp_constants;
   int64_t i = 0;
 #if defined(__AVX512F__)
-  const __m512 mv = _mm512_set1_ps(m), low = _mm512_set1_ps(kExpLow), high = _mm512_set1_ps(kExpHigh),
-               log2e = _mm512_set1_ps(kLog2e), ln2_hi = _mm512_set1_ps(kLn2Hi), ln2_lo = _mm512_set1_ps(kLn2Lo),
-               one = _mm512_set1_ps(1.0f);
-  for (; i + 16 <= n; i += 16) {
-    __m512 v = _mm512_sub_ps(_mm512_loadu_ps(x + i), mv);
-    const __mmask16 live = _mm512_cmp_ps_mask(v, low, _CMP_NLT_UQ);  // false for -inf and underflow only
-    v = _mm512_min_ps(high, v);                                       // a NaN v stays NaN
-    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(v, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 r = _mm512_fnmadd_ps(k, ln2_lo, _mm512_fnmadd_ps(k, ln2_hi, v));
-    __m512 p = _mm512_set1_ps(kP0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
-    const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), one);
-    _mm512_storeu_ps(y + i, _mm512_maskz_scalef_ps(live, e, k));  // e · 2^k, 0 where not live
-  }
+  const __m512 mv = _mm512_set1_ps(m);
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp_lanes(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv)));
 #elif defined(__AVX2__) && defined(__FMA__)
   const __m256 mv = _mm256_set1_ps(m);
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp_lanes(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv)));
 #endif
   for (; i < n; ++i) y[i] = exp_fast_scalar(x[i] - m);
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 }  // namespace tapegrad

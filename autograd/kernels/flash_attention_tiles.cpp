@@ -2,9 +2,10 @@
 //
 // The BLAS kernels (flash_attention.cpp) call sgemm for every block of scores, which repacks both operands
 // each time and leaves the online softmax to passes over rows in memory. Here every product of a block is
-// one small loop nest, `tile_product` (register_tiles.h), over a tile of 6 rows × 16 lanes held in 12
-// registers: each step broadcasts one number per row and loads two vectors. The queries run along the
-// lanes throughout: the scores are kept transposed, Sᵀ (keys × queries), so that
+// one small loop nest, `tile_product` (register_tiles.h), over a tile of 6 rows × 2 vectors (32 lanes with
+// AVX-512, 16 with AVX2) held in 12 registers: each step broadcasts one number per row and loads two
+// vectors. The queries run along the lanes throughout: the scores are kept transposed, Sᵀ (keys × queries),
+// so that
 //   - K and V are read in place, row by row, as the broadcast operand (no packing of K or V at all), and
 //     only a block's queries are transposed once (Qt, D × block);
 //   - the online softmax is lane-wise: a query's running max, sum and rescale are one lane of a vector, the
@@ -34,15 +35,14 @@ namespace tapegrad {
 
 namespace {
 
-using register_tiles::kLanes;
-using register_tiles::tile_product;
+using namespace register_tiles;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
 /// Matrix m (rows × cols, rows ld apart) transposed into t (cols × `lanes`, leading dim ldt), lanes from
 /// `rows` on set to 0.
-void transpose_into(const float* m, int64_t ld, int64_t rows, int64_t cols, float* t, int64_t ldt, int64_t lanes) {
+void transpose_padded(const float* m, int64_t ld, int64_t rows, int64_t cols, float* t, int64_t ldt, int64_t lanes) {
   for (int64_t c = 0; c < cols; ++c) {
     float* to = t + c * ldt;
     for (int64_t r = 0; r < rows; ++r) to[r] = m[r * ld + c];
@@ -97,7 +97,7 @@ void flash_attention_forward_tiled(HeadMatrix<const float> q, HeadMatrix<const f
   for (int64_t i0 = 0; i0 < T_q; i0 += Bq) {
     const int64_t rows = std::min(Bq, T_q - i0), lanes = round_up(rows, kLanes), vectors = lanes / kLanes;
     const int64_t first = scoring.first_query + i0;  // the absolute index of the block's first query
-    transpose_into(q.row(i0), q.ld, rows, D, Qt, Bq, lanes);
+    transpose_padded(q.row(i0), q.ld, rows, D, Qt, Bq, lanes);
     for (int64_t c = 0; c < D_v; ++c) std::fill(Ot + c * Bq, Ot + c * Bq + lanes, 0.0f);
     std::fill(running_max, running_max + lanes, -kInf);
     std::fill(running_sum, running_sum + lanes, 0.0f);
@@ -113,26 +113,24 @@ void flash_attention_forward_tiled(HeadMatrix<const float> q, HeadMatrix<const f
       // scores give 0, not NaN.
       for (int64_t vec = 0; vec < vectors; ++vec) {
         const int64_t lane = vec * kLanes;
-        __m256 block_max = _mm256_set1_ps(-kInf);
-        for (int64_t r = 0; r < cols; ++r) block_max = _mm256_max_ps(block_max, _mm256_loadu_ps(St + r * Bq + lane));
-        const __m256 old_max = _mm256_loadu_ps(running_max + lane), new_max = _mm256_max_ps(old_max, block_max);
-        const __m256 shift =
-            _mm256_blendv_ps(new_max, _mm256_setzero_ps(), _mm256_cmp_ps(new_max, _mm256_set1_ps(-kInf), _CMP_EQ_OQ));
-        __m256 sum = _mm256_setzero_ps();
+        Lanes block_max = splat(-kInf);
+        for (int64_t r = 0; r < cols; ++r) block_max = maximum(block_max, load(St + r * Bq + lane));
+        const Lanes old_max = load(running_max + lane), new_max = maximum(old_max, block_max);
+        const Lanes shift = zero_minus_infinity(new_max);
+        Lanes sum = splat(0.0f);
         for (int64_t r = 0; r < cols; ++r) {
-          const __m256 p = exp_lanes(_mm256_sub_ps(_mm256_loadu_ps(St + r * Bq + lane), shift));
-          _mm256_storeu_ps(St + r * Bq + lane, p);
-          sum = _mm256_add_ps(sum, p);
+          const Lanes p = exp_lanes(subtract(load(St + r * Bq + lane), shift));
+          store(St + r * Bq + lane, p);
+          sum = add(sum, p);
         }
-        const __m256 factor = exp_lanes(_mm256_sub_ps(old_max, shift));  // e^(m - m'): 0 when m = -inf
-        _mm256_storeu_ps(running_sum + lane, _mm256_fmadd_ps(_mm256_loadu_ps(running_sum + lane), factor, sum));
-        _mm256_storeu_ps(running_max + lane, new_max);
-        _mm256_storeu_ps(rescale + lane, factor);
+        const Lanes factor = exp_lanes(subtract(old_max, shift));  // e^(m - m'): 0 when m = -inf
+        store(running_sum + lane, multiply_add(load(running_sum + lane), factor, sum));
+        store(running_max + lane, new_max);
+        store(rescale + lane, factor);
       }
       for (int64_t c = 0; c < D_v; ++c)  // what Oᵀ summed against the old max, rescaled to the new one
         for (int64_t lane = 0; lane < lanes; lane += kLanes)
-          _mm256_storeu_ps(Ot + c * Bq + lane,
-                           _mm256_mul_ps(_mm256_loadu_ps(Ot + c * Bq + lane), _mm256_loadu_ps(rescale + lane)));
+          store(Ot + c * Bq + lane, multiply(load(Ot + c * Bq + lane), load(rescale + lane)));
       if (scoring.dropout_p > 0) drop_transposed(St, Bq, first, rows, j0, cols, T_k, scoring);
       tile_product(D_v, vectors, cols, v.row(j0), 1, v.ld, St, Bq, Ot, Bq, 1.0f, true);  // Oᵀ += Vᵀ Zᵀ
     }
@@ -171,8 +169,8 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
   blocks_with_gradient(dout, T_q, D_v, Bq, has_gradient);
   for (int64_t i0 = 0; i0 < T_q; i0 += Bq) {
     const int64_t rows = std::min(Bq, T_q - i0);
-    transpose_into(q.row(i0), q.ld, rows, D, Qt + i0 * D, Bq, Bq);
-    transpose_into(dout.row(i0), dout.ld, rows, D_v, dOt + i0 * D_v, Bq, Bq);
+    transpose_padded(q.row(i0), q.ld, rows, D, Qt + i0 * D, Bq, Bq);
+    transpose_padded(dout.row(i0), dout.ld, rows, D_v, dOt + i0 * D_v, Bq, Bq);
   }
   for (int64_t i = 0; i < T_q; ++i) {
     std::copy(q.row(i), q.row(i) + D, Qc + i * D);
@@ -202,8 +200,7 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
         score_transposed(St, Bq, i0, lanes, j0, cols, scoring);
       for (int64_t r = 0; r < cols; ++r)  // Pᵀ = exp(Sᵀ - L), the forward's probabilities
         for (int64_t lane = 0; lane < lanes; lane += kLanes) {
-          const __m256 s = _mm256_sub_ps(_mm256_loadu_ps(St + r * Bq + lane), _mm256_loadu_ps(shift + i0 + lane));
-          _mm256_storeu_ps(St + r * Bq + lane, exp_lanes(s));
+          store(St + r * Bq + lane, exp_lanes(subtract(load(St + r * Bq + lane), load(shift + i0 + lane))));
         }
       const float* Z = St;  // the dropped probabilities Zᵀ
       if (scoring.dropout_p > 0) {
@@ -217,8 +214,8 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
       if (scoring.dropout_p > 0) drop_transposed(dPt, Bq, i0, rows, j0, cols, T_k, scoring);     // dPᵀ
       for (int64_t r = 0; r < cols; ++r)  // dSᵀ = Pᵀ ⊙ (dPᵀ - D), over dPᵀ
         for (int64_t lane = 0; lane < lanes; lane += kLanes) {
-          const __m256 dp = _mm256_sub_ps(_mm256_loadu_ps(dPt + r * Bq + lane), _mm256_loadu_ps(row_dot + i0 + lane));
-          _mm256_storeu_ps(dPt + r * Bq + lane, _mm256_mul_ps(_mm256_loadu_ps(St + r * Bq + lane), dp));
+          const Lanes dp = subtract(load(dPt + r * Bq + lane), load(row_dot + i0 + lane));
+          store(dPt + r * Bq + lane, multiply(load(St + r * Bq + lane), dp));
         }
       // dQᵀ += s Kᵀ dSᵀ
       tile_product(D, vectors, cols, Kc, 1, D, dPt, Bq, dQt + i0 * D, Bq, scale, true);
@@ -236,7 +233,7 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
   }
 }
 
-#else  // no AVX2 + FMA, or AVX-512, where OpenBLAS's 512-bit kernels serve better: the BLAS kernels run
+#else  // no AVX2 + FMA nor AVX-512: the BLAS kernels run
 
 bool flash_tiles_serve(int64_t, int64_t) { return false; }
 

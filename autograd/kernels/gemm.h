@@ -47,9 +47,10 @@ void batched_gemm_reference(const Tensor& a, bool flip_a, const Tensor& b, bool 
 /// floats, so that it stays in L2 while blocks of a's rows pass over it (the tiles do not pack it).
 inline constexpr int64_t kTiledProductMaxB = 192 * 256;
 
-/// c = alpha · op(a) op(b) + beta · c on the calling thread, as blas_gemm takes it: on the AVX2 register
-/// tiles (kernels/register_tiles.h) for float products with n a multiple of 8, op(b) of at most
-/// kTiledProductMaxB numbers and beta 0 or 1 (op(b) = bᵀ copied transposed first), else one BLAS call.
+/// c = alpha · op(a) op(b) + beta · c on the calling thread, as blas_gemm takes it: on the register tiles
+/// (kernels/register_tiles.h) for float products with n a multiple of their lanes (16, or 8 on AVX2), op(b)
+/// of at most kTiledProductMaxB numbers and beta 0 or 1 (op(b) = bᵀ copied transposed first), else one BLAS
+/// call.
 /// Such products are a small model's linear layers and attention heads (n and k of a few dozen to a few
 /// hundred), where OpenBLAS spends as long packing its operands as in its kernel.
 template <class T>

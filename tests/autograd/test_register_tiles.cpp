@@ -1,7 +1,7 @@
-// The AVX2 register tiles (kernels/register_tiles.h) against plain loops in double; gemm_on_this_thread,
-// which gives them small float products, in every layout; and the fused attention's float32 heads, which
-// run on them, against the same op in float64 (BLAS). Built without the tiles (no AVX2, or AVX-512), the
-// kernel cases are skipped and the others check the BLAS path.
+// The register tiles (kernels/register_tiles.h, AVX-512 or AVX2 vectors) against plain loops in double;
+// gemm_on_this_thread, which gives them small float products, in every layout; and the fused attention's
+// float32 heads, which run on them, against the same op in float64 (BLAS). Built without the tiles (neither
+// AVX-512 nor AVX2 + FMA), the kernel cases are skipped and the others check the BLAS path.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -42,7 +42,8 @@ TEST_CASE("register tiles: tile_product equals the plain product for every tile 
       for (const int64_t K : {1, 7, 16})
         for (const bool a_transposed : {false, true})
           for (const bool accumulate : {false, true}) {
-            const int64_t n = 8 * vectors, lda = (a_transposed ? rows : K) + 3, ldb = n + 5, ldc = n + 2;
+            const int64_t n = register_tiles::kLanes * vectors, lda = (a_transposed ? rows : K) + 3, ldb = n + 5,
+                          ldc = n + 2;
             // A(r, k) = a[r·lda + k], or with A stored transposed a[k·lda + r]
             const std::vector<float> a = random_floats(gen, (a_transposed ? K : rows) * lda),
                                      b = random_floats(gen, K * ldb);
@@ -89,20 +90,21 @@ TEST_CASE("register tiles: transpose_into is the exact transpose, in 8 x 8 block
 #else
 
 TEST_CASE("register tiles: not built for this CPU") {
-  WARN("no AVX2 + FMA, or AVX-512: the register tiles are not built");
+  WARN("neither AVX-512 nor AVX2 + FMA: the register tiles are not built");
 }
 
 #endif
 
 TEST_CASE("gemm_on_this_thread: float products equal the plain product in every layout, written and added") {
-  // Sizes across the row blocks (48 rows) and the tile heights; n a multiple of 8 (the tiles) or not (BLAS);
-  // op(b) over kTiledProductMaxB (BLAS) once.
+  // Sizes across the row blocks (48 rows) and the tile heights; n a multiple of kLanes, 8 or 16 (the tiles),
+  // or not (BLAS); an odd number of vectors (the one-vector tiles); op(b) over kTiledProductMaxB (BLAS) once.
   Generator gen(8);
   struct Size {
     int64_t m, n, k;
   };
   for (const Size& size :
-       {Size{1, 8, 1}, Size{47, 24, 17}, Size{49, 64, 64}, Size{100, 16, 5}, Size{13, 12, 9}, Size{7, 256, 256}})
+       {Size{1, 8, 1}, Size{47, 24, 17}, Size{47, 48, 17}, Size{49, 64, 64}, Size{100, 16, 5}, Size{13, 12, 9},
+        Size{7, 256, 256}})
     for (const bool trans_a : {false, true})
       for (const bool trans_b : {false, true})
         for (const float beta : {0.0f, 1.0f}) {
@@ -133,7 +135,7 @@ TEST_CASE("gemm_on_this_thread: float products equal the plain product in every 
         }
 }
 
-TEST_CASE("fused_self_attention: float32 heads (register tiles on AVX2) equal the float64 op") {
+TEST_CASE("fused_self_attention: float32 heads (on the register tiles) equal the float64 op") {
   // T = 32 and D = 16 (every product on the tiles), T = 12 (S = Q Kᵀ and dP = dO Vᵀ, 12 columns, on BLAS, the
   // others on the tiles); a key padding mask and the causal mask; qkv also read by a view, so that the op's
   // gradient is added to a buffer in use (beta = 1) as well as written (beta = 0).
