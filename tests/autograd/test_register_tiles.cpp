@@ -15,11 +15,13 @@ using namespace tapegrad;
 
 namespace {
 
-/// max |a - b| / max(1, max |b|)
+/// max |a - b| / max(1, max |b|), NaN where a difference is NaN
 double relative_error(const std::vector<double>& a, const std::vector<double>& b) {
   double err = 0, scale = 1;
   for (size_t i = 0; i < a.size(); ++i) {
-    err = std::max(err, std::abs(a[i] - b[i]));
+    const double difference = std::abs(a[i] - b[i]);
+    if (std::isnan(difference)) return difference;  // std::max would drop it
+    err = std::max(err, difference);
     scale = std::max(scale, std::abs(b[i]));
   }
   return err / scale;
