@@ -152,11 +152,15 @@ TEST_CASE("flash_attention tiles: float32 heads of widths in 16s equal the refer
   CHECK_FALSE(flash_tiles_serve(16, 5));  // a width off the lanes takes the BLAS kernels
   // Widths in 16s serve both vector widths (8 lanes on AVX2, 16 on AVX-512); D_v = 48 is three vectors on
   // AVX-512 (a tile pair and a single). T = 130 crosses the default 64-query blocks twice.
-  const std::vector<HeadCase> cases{
+  std::vector<HeadCase> cases{
       {1, 1, 16, 16, false, 0, 0, 0},     {13, 13, 16, 48, true, 1, 0.3, 0.2},  {70, 45, 48, 16, false, 3, 0, 0},
       {45, 70, 64, 64, true, 4, 0.25, 0}, {130, 130, 32, 32, true, 3, 0, 0.1}, {9, 9, 16, 32, false, 2, 0, 0},
       {140, 140, 16, 16, false, 3, 0, 0.1, 70}, {20, 20, 16, 16, true, 0, 0.2, 0, 20},
   };
+  if (flash_tiles_serve(8, 24)) {  // 8 lanes (AVX2): widths of one and three vectors
+    cases.push_back({70, 45, 24, 8, false, 3, 0, 0});
+    cases.push_back({13, 13, 8, 24, true, 1, 0.3, 0.2});
+  }
   const std::vector<AttentionBlocks> blockings{{0, 0}, {3, 5}, {16, 7}, {64, 64}};
   uint64_t seed = 100;
   for (const HeadCase& c : cases)
