@@ -43,16 +43,17 @@ void batched_gemm(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Te
 void batched_gemm_reference(const Tensor& a, bool flip_a, const Tensor& b, bool flip_b, Tensor& c,
                             const Shape& batch, double beta);
 
-/// The largest op(b), k × n numbers, that gemm_on_this_thread gives to the register tiles: 192 KiB of
-/// floats, so that it stays in L2 while blocks of a's rows pass over it (the tiles do not pack it).
+/// The largest op(b), k × n numbers, that gemm_on_this_thread gives to the register tiles whole: 192 KiB of
+/// floats, so that it stays in L2 while blocks of a's rows pass over it (the tiles do not pack it). A larger
+/// op(b) runs in blocks of this size where the tiles take large products (AVX-512 builds), else on BLAS.
 inline constexpr int64_t kTiledProductMaxB = 192 * 256;
 
 /// c = alpha · op(a) op(b) + beta · c on the calling thread, as blas_gemm takes it: on the register tiles
-/// (kernels/register_tiles.h) for float products with n a multiple of their lanes (16, or 8 on AVX2), op(b)
-/// of at most kTiledProductMaxB numbers and beta 0 or 1 (op(b) = bᵀ copied transposed first), else one BLAS
-/// call.
-/// Such products are a small model's linear layers and attention heads (n and k of a few dozen to a few
-/// hundred), where OpenBLAS spends as long packing its operands as in its kernel.
+/// (kernels/register_tiles.h) for float products with n a multiple of their lanes (16, or 8 on AVX2), beta 0
+/// or 1 and op(b) of at most kTiledProductMaxB numbers, or of any size on AVX-512 builds (op(b) = bᵀ copied
+/// transposed first), else one BLAS call. Such products are a small model's linear layers and attention
+/// heads (n and k of a few dozen to a few hundred), where OpenBLAS spends as long packing its operands as in
+/// its kernel, and with AVX-512 every float product whose n is a multiple of 16 (kernels/gemm.cpp).
 template <class T>
 void gemm_on_this_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
                          const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
