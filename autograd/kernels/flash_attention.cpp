@@ -1,4 +1,7 @@
 // Tiled attention of one head (see flash_attention.h; the math is derived in ops/flash_attention.cpp).
+// Each block's products go through gemm_on_this_thread: the register tiles where their widths allow, which
+// also spares the heads whose width the tiled kernels do not serve (D = 8 on an AVX-512 build) OpenBLAS's
+// small-matrix kernels for AVX-512, which allocate on every call (a heap allocation a product a step).
 #include "autograd/kernels/flash_attention.h"
 
 #include <algorithm>
@@ -8,9 +11,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "autograd/blas.h"
 #include "autograd/kernels/exp.h"
 #include "autograd/kernels/flash_attention_tiles.h"
+#include "autograd/kernels/gemm.h"
 #include "autograd/kernels/row_reductions.h"
 #include "autograd/kernels/scratch.h"
 
@@ -124,7 +127,8 @@ void flash_attention_forward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadM
       const int64_t cols = std::min(Bk, key_end - j0), hidden = scoring.hidden_keys_in(j0, cols);
       if (hidden == cols) continue;
       if (hidden > 0) key_bias_row(scoring, j0, cols, key_bias);
-      blas_gemm(false, true, rows, cols, D, scale, q.row(i0), q.ld, k.row(j0), k.ld, T(0), S, cols);  // s Q Kᵀ
+      // s Q Kᵀ
+      gemm_on_this_thread(false, true, rows, cols, D, scale, q.row(i0), q.ld, k.row(j0), k.ld, T(0), S, cols);
       const bool scored = scoring.block_needs_scoring(first, j0, cols, hidden);
       for (int64_t r = 0; r < rows; ++r) {
         T *s = S + r * cols, *p = P + r * cols;
@@ -139,7 +143,8 @@ void flash_attention_forward(HeadMatrix<const T> q, HeadMatrix<const T> k, HeadM
           for (T *o = out.row(i0 + r), *end = o + D_v; o < end; ++o) *o *= rescale;
         if (scoring.dropout_p > 0) drop_row(p, first + r, j0, cols, T_k, scoring);
       }
-      blas_gemm(false, false, rows, D_v, cols, T(1), P, cols, v.row(j0), v.ld, T(1), out.row(i0), out.ld);  // += P V
+      // += P V
+      gemm_on_this_thread(false, false, rows, D_v, cols, T(1), P, cols, v.row(j0), v.ld, T(1), out.row(i0), out.ld);
     }
     for (int64_t r = 0; r < rows; ++r) {
       if (running_sum[r] == T(0)) {  // nothing visible: the output row stays 0
@@ -184,7 +189,8 @@ void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, Head
     for (int64_t i0 = scoring.first_query_block(j0, cols, hidden, Bq, T_q); i0 < T_q; i0 += Bq) {
       if (!has_gradient[i0 / Bq]) continue;
       const int64_t rows = std::min(Bq, T_q - i0);
-      blas_gemm(false, true, rows, cols, D, scale, q.row(i0), q.ld, k.row(j0), k.ld, T(0), S, cols);  // s Q Kᵀ
+      // s Q Kᵀ
+      gemm_on_this_thread(false, true, rows, cols, D, scale, q.row(i0), q.ld, k.row(j0), k.ld, T(0), S, cols);
       const bool scored = scoring.block_needs_scoring(i0, j0, cols, hidden);
       for (int64_t r = 0; r < rows; ++r) {  // P = exp(S - lse): the forward's probabilities
         if (scored) score_row(S + r * cols, i0 + r, j0, cols, hidden > 0 ? key_bias : nullptr, scoring);
@@ -196,16 +202,20 @@ void flash_attention_backward(HeadMatrix<const T> q, HeadMatrix<const T> k, Head
         for (int64_t r = 0; r < rows; ++r) drop_row(S + r * cols, i0 + r, j0, cols, T_k, scoring);
         Z = S;
       }
-      blas_gemm(true, false, cols, D_v, rows, T(1), Z, cols, dout.row(i0), dout.ld, T(1), dV, D_v);  // dV += Zᵀ dO
-      blas_gemm(false, true, rows, cols, D_v, T(1), dout.row(i0), dout.ld, v.row(j0), v.ld, T(0), S, cols);  // dZ
+      // dV += Zᵀ dO
+      gemm_on_this_thread(true, false, cols, D_v, rows, T(1), Z, cols, dout.row(i0), dout.ld, T(1), dV, D_v);
+      // dZ
+      gemm_on_this_thread(false, true, rows, cols, D_v, T(1), dout.row(i0), dout.ld, v.row(j0), v.ld, T(0), S, cols);
       for (int64_t r = 0; r < rows; ++r) {
         T *ds = S + r * cols, *p = P + r * cols;
         if (scoring.dropout_p > 0) drop_row(ds, i0 + r, j0, cols, T_k, scoring);  // dP = dZ ⊙ mask / (1-p)
         const T d = row_dot[i0 + r];
         for (int64_t c = 0; c < cols; ++c) ds[c] = p[c] * (ds[c] - d);  // dS = P ⊙ (dP - D_i)
       }
-      blas_gemm(false, false, rows, D, cols, scale, S, cols, k.row(j0), k.ld, T(1), dQ + i0 * D, D);  // dQ += s dS K
-      blas_gemm(true, false, cols, D, rows, scale, S, cols, q.row(i0), q.ld, T(1), dK, D);  // dK += s dSᵀ Q
+      // dQ += s dS K
+      gemm_on_this_thread(false, false, rows, D, cols, scale, S, cols, k.row(j0), k.ld, T(1), dQ + i0 * D, D);
+      // dK += s dSᵀ Q
+      gemm_on_this_thread(true, false, cols, D, rows, scale, S, cols, q.row(i0), q.ld, T(1), dK, D);
     }
     for (int64_t c = 0; c < cols; ++c) {
       put_gradient_row(dK + c * D, D, dk.row(j0 + c), accumulate);

@@ -20,8 +20,8 @@ namespace {
 
 struct TransposedOperandScratch;  // op(b)'s block copied for the register tiles (kernels/scratch.h)
 
-constexpr int64_t kTiledProductRows = 48;      // 8 tiles of 6 rows
-constexpr int64_t kTiledBlockColumns = 256;    // op(b)'s blocks: kTiledProductMaxB / 256 = 192 rows of 256
+constexpr int64_t kTiledProductRows = 48;    // 8 tiles of 6 rows
+constexpr int64_t kTiledBlockColumns = 256;  // op(b)'s blocks: kTiledProductMaxB / 256 = 192 rows of 256
 
 #ifdef TAPEGRAD_REGISTER_TILES
 /// Products whose op(b) exceeds kTiledProductMaxB run on the tiles too, block by block, where the vectors
@@ -38,14 +38,17 @@ template <class T>
 void gemm_on_this_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
                          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
 #ifdef TAPEGRAD_REGISTER_TILES
-  using register_tiles::kLanes;
+  using register_tiles::kLanes, register_tiles::NarrowLanes, register_tiles::tile_product;
+  constexpr int64_t kNarrowLanes = register_tiles::kLanesOf<NarrowLanes>;
   if constexpr (std::is_same_v<T, float>) {
-    const bool large = k * n > kTiledProductMaxB;
-    if (n % kLanes == 0 && (beta == 0 || beta == 1) && (!large || kTilesTakeLargeProducts)) {
+    const bool large = k * n > kTiledProductMaxB, narrow = n % kLanes != 0;  // narrow: 8-lane vectors
+    if (n % kNarrowLanes == 0 && (beta == 0 || beta == 1) && (!large || kTilesTakeLargeProducts)) {
       // op(b) in blocks of depth × cols ≤ kTiledProductMaxB numbers (one block for a small product), each
       // product of a block summed into c: c (beta = 1) or the blocks before it add.
       const int64_t nc = std::min(n, kTiledBlockColumns), kc = std::max<int64_t>(1, kTiledProductMaxB / nc);
       const int64_t a_row = trans_a ? 1 : lda, a_k = trans_a ? lda : 1;
+      const auto tiles = narrow ? tile_product<NarrowLanes> : tile_product<>;
+      const int64_t lanes = narrow ? kNarrowLanes : kLanes;
       for (int64_t j0 = 0; j0 < n; j0 += nc) {
         const int64_t cols = std::min(nc, n - j0);
         for (int64_t p0 = 0; p0 < k; p0 += kc) {
@@ -68,9 +71,8 @@ void gemm_on_this_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
           // Blocks of rows outside: a block's rows of a stay in L1 while op(b)'s block passes from L2 once a
           // row block.
           for (int64_t r0 = 0; r0 < m; r0 += kTiledProductRows)
-            register_tiles::tile_product(std::min(kTiledProductRows, m - r0), cols / kLanes, depth,
-                                         a + r0 * a_row + p0 * a_k, a_row, a_k, block, ld_block, c + r0 * ldc + j0,
-                                         ldc, alpha, beta == 1 || p0 > 0);
+            tiles(std::min(kTiledProductRows, m - r0), cols / lanes, depth, a + r0 * a_row + p0 * a_k, a_row, a_k,
+                  block, ld_block, c + r0 * ldc + j0, ldc, alpha, beta == 1 || p0 > 0);
         }
       }
       return;

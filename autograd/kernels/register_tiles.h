@@ -5,106 +5,126 @@
 // Flash attention's tiles (flash_attention_tiles.cpp) are built on it, and gemm_on_this_thread
 // (kernels/gemm.h) gives it the small float products of the linear layers and the fused attention's heads.
 //
-// The vectors are as wide as the compiler's target allows (TAPEGRAD_REGISTER_TILES): 16 floats with
-// AVX-512, 8 with AVX2 + FMA; without either the callers keep their BLAS paths. The few operations the
-// kernels need on a vector of lanes are named below, once per width, so that each kernel is written once.
+// Built where the compiler targets AVX2 + FMA (TAPEGRAD_REGISTER_TILES), with 8 floats a vector, and with
+// 16 too where it targets AVX-512 (kLanes, the widest); elsewhere the callers keep their BLAS paths. The few
+// operations the kernels need on a vector are named below, once per width, so that each kernel is written
+// once.
 #include <cstdint>
 
-#if defined(__AVX512F__) || defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX2__) && defined(__FMA__)  // and AVX-512 where the target has it
 #define TAPEGRAD_REGISTER_TILES 1
 #include <immintrin.h>
 
 namespace tapegrad::register_tiles {
 
-#if defined(__AVX512F__)
-using Lanes = __m512;
-inline constexpr int64_t kLanes = 16;
-inline Lanes load(const float* p) { return _mm512_loadu_ps(p); }
-inline void store(float* p, Lanes v) { _mm512_storeu_ps(p, v); }
-inline Lanes splat(float x) { return _mm512_set1_ps(x); }
-inline Lanes multiply_add(Lanes a, Lanes b, Lanes c) { return _mm512_fmadd_ps(a, b, c); }  // a·b + c
-inline Lanes add(Lanes a, Lanes b) { return _mm512_add_ps(a, b); }
-inline Lanes subtract(Lanes a, Lanes b) { return _mm512_sub_ps(a, b); }
-inline Lanes multiply(Lanes a, Lanes b) { return _mm512_mul_ps(a, b); }
-// The all-lanes mask spares GCC 12's warning about the undefined vector _mm512_max_ps starts from
-// (https://gcc.gnu.org/PR105593); the instruction is the same.
-inline Lanes maximum(Lanes a, Lanes b) { return _mm512_maskz_max_ps(0xFFFF, a, b); }
+// Each operation once per vector type: __m256 (AVX2 + FMA, 8 floats) always, __m512 (16) with AVX-512. An
+// AVX-512 build has both: products whose width is a multiple of 8 but not of 16 take the narrow tiles.
+template <class V>
+inline constexpr int64_t kLanesOf = sizeof(V) / sizeof(float);
+
+template <class V>
+V load(const float* p);
+template <class V>
+V splat(float x);
+
+template <>
+inline __m256 load<__m256>(const float* p) { return _mm256_loadu_ps(p); }
+template <>
+inline __m256 splat<__m256>(float x) { return _mm256_set1_ps(x); }
+inline void store(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+inline __m256 multiply_add(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }  // a·b + c
+inline __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+inline __m256 subtract(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
+inline __m256 multiply(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+inline __m256 maximum(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
 /// v, with its -inf lanes set to 0
-inline Lanes zero_minus_infinity(Lanes v) {
-  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-__builtin_inff()), _CMP_NEQ_UQ), v);
-}
-#else
-using Lanes = __m256;
-inline constexpr int64_t kLanes = 8;
-inline Lanes load(const float* p) { return _mm256_loadu_ps(p); }
-inline void store(float* p, Lanes v) { _mm256_storeu_ps(p, v); }
-inline Lanes splat(float x) { return _mm256_set1_ps(x); }
-inline Lanes multiply_add(Lanes a, Lanes b, Lanes c) { return _mm256_fmadd_ps(a, b, c); }  // a·b + c
-inline Lanes add(Lanes a, Lanes b) { return _mm256_add_ps(a, b); }
-inline Lanes subtract(Lanes a, Lanes b) { return _mm256_sub_ps(a, b); }
-inline Lanes multiply(Lanes a, Lanes b) { return _mm256_mul_ps(a, b); }
-inline Lanes maximum(Lanes a, Lanes b) { return _mm256_max_ps(a, b); }
-/// v, with its -inf lanes set to 0
-inline Lanes zero_minus_infinity(Lanes v) {
+inline __m256 zero_minus_infinity(__m256 v) {
   return _mm256_andnot_ps(_mm256_cmp_ps(v, _mm256_set1_ps(-__builtin_inff()), _CMP_EQ_OQ), v);
 }
+
+#if defined(__AVX512F__)
+template <>
+inline __m512 load<__m512>(const float* p) { return _mm512_loadu_ps(p); }
+template <>
+inline __m512 splat<__m512>(float x) { return _mm512_set1_ps(x); }
+inline void store(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
+inline __m512 multiply_add(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }  // a·b + c
+inline __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+inline __m512 subtract(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
+inline __m512 multiply(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+// The all-lanes mask spares GCC 12's warning about the undefined vector _mm512_max_ps starts from
+// (https://gcc.gnu.org/PR105593); the instruction is the same.
+inline __m512 maximum(__m512 a, __m512 b) { return _mm512_maskz_max_ps(0xFFFF, a, b); }
+/// v, with its -inf lanes set to 0
+inline __m512 zero_minus_infinity(__m512 v) {
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-__builtin_inff()), _CMP_NEQ_UQ), v);
+}
+using Lanes = __m512;  // the widest vector of the build
+#else
+using Lanes = __m256;
 #endif
+inline constexpr int64_t kLanes = kLanesOf<Lanes>;
+using NarrowLanes = __m256;
 
 inline constexpr int kTileRows = 6;  // a tile is kTileRows × 2 vectors: 12 accumulators, 2 loads, 6 broadcasts a step
 
-/// c[r][kLanes·v + l] = (accumulate ? c[r][kLanes·v + l] : 0) + alpha · sum_k a(r, k) · b_k[kLanes·v + l], for
-/// r < R, v < NV: a(r, k) = a[r · a_row + k · a_k] is broadcast, b_k = b + k · ldb is loaded, the R × NV sums
-/// stay in registers for all K steps.
-template <int R, int NV>
+/// c[r][L·v + l] = (accumulate ? c[r][L·v + l] : 0) + alpha · sum_k a(r, k) · b_k[L·v + l], for r < R, v < NV,
+/// vectors V of L lanes: a(r, k) = a[r · a_row + k · a_k] is broadcast, b_k = b + k · ldb is loaded, the R × NV
+/// sums stay in registers for all K steps.
+template <class V, int R, int NV>
 inline void tile(const float* a, int64_t a_row, int64_t a_k, const float* b, int64_t ldb, int64_t K, float* c,
                  int64_t ldc, float alpha, bool accumulate) {
-  Lanes acc[R][NV];
+  constexpr int64_t L = kLanesOf<V>;
+  V acc[R][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) acc[r][v] = splat(0.0f);
+    for (int v = 0; v < NV; ++v) acc[r][v] = splat<V>(0.0f);
   for (int64_t k = 0; k < K; ++k) {
-    Lanes bv[NV];
+    V bv[NV];
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) bv[v] = load(b + k * ldb + kLanes * v);
+    for (int v = 0; v < NV; ++v) bv[v] = load<V>(b + k * ldb + L * v);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const Lanes av = splat(a[r * a_row + k * a_k]);
+      const V av = splat<V>(a[r * a_row + k * a_k]);
 #pragma GCC unroll 2
       for (int v = 0; v < NV; ++v) acc[r][v] = multiply_add(av, bv[v], acc[r][v]);
     }
   }
-  const Lanes scale = splat(alpha);
+  const V scale = splat<V>(alpha);
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) {
-      float* to = c + r * ldc + kLanes * v;
-      const Lanes x = multiply(acc[r][v], scale);
-      store(to, accumulate ? add(load(to), x) : x);
+      float* to = c + r * ldc + L * v;
+      const V x = multiply(acc[r][v], scale);
+      store(to, accumulate ? add(load<V>(to), x) : x);
     }
 }
 
 using TileFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t, float, bool);
-inline constexpr TileFn kTwoVectorTiles[kTileRows] = {tile<1, 2>, tile<2, 2>, tile<3, 2>,
-                                                      tile<4, 2>, tile<5, 2>, tile<6, 2>};
-inline constexpr TileFn kOneVectorTiles[kTileRows] = {tile<1, 1>, tile<2, 1>, tile<3, 1>,
-                                                      tile<4, 1>, tile<5, 1>, tile<6, 1>};
+template <class V>
+inline constexpr TileFn kTwoVectorTiles[kTileRows] = {tile<V, 1, 2>, tile<V, 2, 2>, tile<V, 3, 2>,
+                                                      tile<V, 4, 2>, tile<V, 5, 2>, tile<V, 6, 2>};
+template <class V>
+inline constexpr TileFn kOneVectorTiles[kTileRows] = {tile<V, 1, 1>, tile<V, 2, 1>, tile<V, 3, 1>,
+                                                      tile<V, 4, 1>, tile<V, 5, 1>, tile<V, 6, 1>};
 
-/// C (rows × kLanes·vectors, leading dim ldc) = (accumulate ? C : 0) + alpha · A B, with A(r, k) =
+/// C (rows × L·vectors, leading dim ldc) = (accumulate ? C : 0) + alpha · A B, on vectors V of L lanes, with A(r, k) =
 /// a[r·a_row + k·a_k] (rows × K) and B's row k the `vectors` vectors at b + k·ldb. Column pairs outside, so
-/// that a pair of B's columns (K × 2·kLanes numbers) stays in L1 while the rows of A stream past it. The rows
+/// that a pair of B's columns (K × 2·L numbers) stays in L1 while the rows of A stream past it. The rows
 /// are cut into tiles as even as kTileRows allows (32 rows: 6, 6, 5, 5, 5, 5, not five 6s and a 2): a tile of
 /// few rows has too few independent sums to hide the FMA latency.
+template <class V = Lanes>
 inline void tile_product(int64_t rows, int64_t vectors, int64_t K, const float* a, int64_t a_row, int64_t a_k,
                          const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
   for (int64_t v0 = 0; v0 < vectors; v0 += 2) {
-    const TileFn* kernels = vectors - v0 >= 2 ? kTwoVectorTiles : kOneVectorTiles;
+    const TileFn* kernels = vectors - v0 >= 2 ? kTwoVectorTiles<V> : kOneVectorTiles<V>;
     for (int64_t t = 0, r0 = 0; t < tiles; ++t) {
       const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
-      kernels[height - 1](a + r0 * a_row, a_row, a_k, b + kLanes * v0, ldb, K, c + r0 * ldc + kLanes * v0, ldc, alpha,
-                          accumulate);
+      kernels[height - 1](a + r0 * a_row, a_row, a_k, b + kLanesOf<V> * v0, ldb, K, c + r0 * ldc + kLanesOf<V> * v0,
+                          ldc, alpha, accumulate);
       r0 += height;
     }
   }

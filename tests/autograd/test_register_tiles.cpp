@@ -38,39 +38,46 @@ std::vector<float> random_floats(Generator& gen, int64_t n) {
 #ifdef TAPEGRAD_REGISTER_TILES
 
 TEST_CASE("register tiles: tile_product equals the plain product for every tile height, both layouts of A") {
+  // At both vector widths of the build: 16 and 8 lanes with AVX-512 (its products of widths in 8s take the
+  // narrow ones), 8 with AVX2 only.
   Generator gen(5);
-  for (const int64_t rows : {1, 5, 6, 7, 13, 32})
-    for (const int64_t vectors : {1, 2, 3})
-      for (const int64_t K : {1, 7, 16})
-        for (const bool a_transposed : {false, true})
-          for (const bool accumulate : {false, true}) {
-            const int64_t n = register_tiles::kLanes * vectors, lda = (a_transposed ? rows : K) + 3, ldb = n + 5,
-                          ldc = n + 2;
-            // A(r, k) = a[r·lda + k], or with A stored transposed a[k·lda + r]
-            const std::vector<float> a = random_floats(gen, (a_transposed ? K : rows) * lda),
-                                     b = random_floats(gen, K * ldb);
-            std::vector<float> c = random_floats(gen, rows * ldc);
-            const std::vector<float> before = c;
-            const float alpha = 0.75f;
-            register_tiles::tile_product(rows, vectors, K, a.data(), a_transposed ? 1 : lda, a_transposed ? lda : 1,
-                                         b.data(), ldb, c.data(), ldc, alpha, accumulate);
-            std::vector<double> got, want;
-            for (int64_t r = 0; r < rows; ++r)
-              for (int64_t j = 0; j < ldc; ++j) {
-                double expected = before[r * ldc + j];  // columns past n are untouched
-                if (j < n) {
-                  double sum = 0;
-                  for (int64_t k = 0; k < K; ++k)
-                    sum += static_cast<double>(a_transposed ? a[k * lda + r] : a[r * lda + k]) * b[k * ldb + j];
-                  expected = (accumulate ? expected : 0.0) + alpha * sum;
+  const auto check_width = [&](auto vector) {
+    using V = decltype(vector);
+    for (const int64_t rows : {1, 5, 6, 7, 13, 32})
+      for (const int64_t vectors : {1, 2, 3})
+        for (const int64_t K : {1, 7, 16})
+          for (const bool a_transposed : {false, true})
+            for (const bool accumulate : {false, true}) {
+              const int64_t n = register_tiles::kLanesOf<V> * vectors, lda = (a_transposed ? rows : K) + 3, ldb = n + 5,
+                            ldc = n + 2;
+              // A(r, k) = a[r·lda + k], or with A stored transposed a[k·lda + r]
+              const std::vector<float> a = random_floats(gen, (a_transposed ? K : rows) * lda),
+                                       b = random_floats(gen, K * ldb);
+              std::vector<float> c = random_floats(gen, rows * ldc);
+              const std::vector<float> before = c;
+              const float alpha = 0.75f;
+              register_tiles::tile_product<V>(rows, vectors, K, a.data(), a_transposed ? 1 : lda,
+                                              a_transposed ? lda : 1, b.data(), ldb, c.data(), ldc, alpha, accumulate);
+              std::vector<double> got, want;
+              for (int64_t r = 0; r < rows; ++r)
+                for (int64_t j = 0; j < ldc; ++j) {
+                  double expected = before[r * ldc + j];  // columns past n are untouched
+                  if (j < n) {
+                    double sum = 0;
+                    for (int64_t k = 0; k < K; ++k)
+                      sum += static_cast<double>(a_transposed ? a[k * lda + r] : a[r * lda + k]) * b[k * ldb + j];
+                    expected = (accumulate ? expected : 0.0) + alpha * sum;
+                  }
+                  got.push_back(c[r * ldc + j]);
+                  want.push_back(expected);
                 }
-                got.push_back(c[r * ldc + j]);
-                want.push_back(expected);
-              }
-            INFO("rows " << rows << ", vectors " << vectors << ", K " << K << ", A transposed " << a_transposed
-                         << ", accumulate " << accumulate);
-            CHECK(relative_error(got, want) < 1e-5);
-          }
+              INFO(register_tiles::kLanesOf<V> << " lanes, rows " << rows << ", vectors " << vectors << ", K " << K
+                                               << ", A transposed " << a_transposed << ", accumulate " << accumulate);
+              CHECK(relative_error(got, want) < 1e-5);
+            }
+  };
+  check_width(register_tiles::Lanes{});
+  check_width(register_tiles::NarrowLanes{});
 }
 
 TEST_CASE("register tiles: transpose_into is the exact transpose, in 8 x 8 blocks and element by element") {
@@ -106,9 +113,8 @@ TEST_CASE("gemm_on_this_thread: float products equal the plain product in every 
   struct Size {
     int64_t m, n, k;
   };
-  for (const Size& size :
-       {Size{1, 8, 1}, Size{47, 24, 17}, Size{47, 48, 17}, Size{49, 64, 64}, Size{100, 16, 5}, Size{13, 12, 9},
-        Size{7, 256, 256}, Size{50, 272, 200}})
+  for (const Size& size : {Size{1, 8, 1}, Size{47, 24, 17}, Size{47, 48, 17}, Size{49, 64, 64}, Size{100, 16, 5},
+                           Size{13, 12, 9}, Size{7, 256, 256}, Size{50, 272, 200}})
     for (const bool trans_a : {false, true})
       for (const bool trans_b : {false, true})
         for (const float beta : {0.0f, 1.0f}) {
