@@ -6,9 +6,7 @@
 // (kernels/gemm.h) gives it the small float products of the linear layers and the fused attention's heads.
 //
 // Built where the compiler targets AVX2 + FMA (TAPEGRAD_REGISTER_TILES), with 8 floats a vector, and with
-// 16 too where it targets AVX-512 (kLanes, the widest); elsewhere the callers keep their BLAS paths. The few
-// operations the kernels need on a vector are named below, once per width, so that each kernel is written
-// once.
+// 16 too where it targets AVX-512 (kLanes, the widest); elsewhere the callers keep their BLAS paths.
 #include <cstdint>
 
 #if defined(__AVX2__) && defined(__FMA__)  // and AVX-512 where the target has it
@@ -17,8 +15,9 @@
 
 namespace tapegrad::register_tiles {
 
-// Each operation once per vector type: __m256 (AVX2 + FMA, 8 floats) always, __m512 (16) with AVX-512. An
-// AVX-512 build has both: products whose width is a multiple of 8 but not of 16 take the narrow tiles.
+// The few operations the kernels use, once per vector type so that each kernel is written once: __m256
+// (AVX2 + FMA, 8 floats) always, __m512 (16) with AVX-512. An AVX-512 build has both: products whose width
+// is a multiple of 8 but not of 16 take the narrow tiles.
 template <class V>
 inline constexpr int64_t kLanesOf = sizeof(V) / sizeof(float);
 
@@ -110,11 +109,11 @@ template <class V>
 inline constexpr TileFn kOneVectorTiles[kTileRows] = {tile<V, 1, 1>, tile<V, 2, 1>, tile<V, 3, 1>,
                                                       tile<V, 4, 1>, tile<V, 5, 1>, tile<V, 6, 1>};
 
-/// C (rows × L·vectors, leading dim ldc) = (accumulate ? C : 0) + alpha · A B, on vectors V of L lanes, with A(r, k) =
-/// a[r·a_row + k·a_k] (rows × K) and B's row k the `vectors` vectors at b + k·ldb. Column pairs outside, so
-/// that a pair of B's columns (K × 2·L numbers) stays in L1 while the rows of A stream past it. The rows
-/// are cut into tiles as even as kTileRows allows (32 rows: 6, 6, 5, 5, 5, 5, not five 6s and a 2): a tile of
-/// few rows has too few independent sums to hide the FMA latency.
+/// C (rows × L·vectors, leading dim ldc) = (accumulate ? C : 0) + alpha · A B on vectors V of L lanes, with
+/// A(r, k) = a[r·a_row + k·a_k] (rows × K) and B's row k the `vectors` vectors at b + k·ldb. Column pairs
+/// outside, so that a pair of B's columns (K × 2·L numbers) stays in L1 while the rows of A stream past it.
+/// The rows are cut into tiles as even as kTileRows allows (32 rows: 6, 6, 5, 5, 5, 5, not five 6s and a 2):
+/// a tile of few rows has too few independent sums to hide the FMA latency.
 template <class V = Lanes>
 inline void tile_product(int64_t rows, int64_t vectors, int64_t K, const float* a, int64_t a_row, int64_t a_k,
                          const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
