@@ -49,9 +49,9 @@ void batched_gemm_reference(const Tensor& a, bool flip_a, const Tensor& b, bool 
 inline constexpr int64_t kTiledProductMaxB = 192 * 256;
 
 /// c = alpha · op(a) op(b) + beta · c on the calling thread, as blas_gemm takes it: on the register tiles
-/// (kernels/register_tiles.h) for float products with n a multiple of their lanes (16, or 8 on AVX2), beta 0
-/// or 1 and op(b) of at most kTiledProductMaxB numbers, or of any size on AVX-512 builds (op(b) = bᵀ copied
-/// transposed first), else one BLAS call. Such products are a small model's linear layers and attention
+/// (kernels/register_tiles.h) for float products with n a multiple of 8 (16-lane tiles where it is a multiple
+/// of 16 on AVX-512 builds), beta 0 or 1 and op(b) of at most kTiledProductMaxB numbers, or of any size on
+/// AVX-512 builds (op(b) = bᵀ copied transposed first), else one BLAS call. Such products are a small model's linear layers and attention
 /// heads (n and k of a few dozen to a few hundred), where OpenBLAS spends as long packing its operands as in
 /// its kernel, and with AVX-512 every float product whose n is a multiple of 16 (kernels/gemm.cpp).
 template <class T>

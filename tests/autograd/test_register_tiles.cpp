@@ -105,7 +105,7 @@ TEST_CASE("register tiles: not built for this CPU") {
 #endif
 
 TEST_CASE("gemm_on_this_thread: float products equal the plain product in every layout, written and added") {
-  // Sizes across the row blocks (48 rows) and the tile heights; n a multiple of kLanes, 8 or 16 (the tiles),
+  // Sizes across the row blocks (48 rows) and the tile heights; n a multiple of 8 (the tiles: 8 or 16 lanes)
   // or not (BLAS); an odd number of vectors (the one-vector tiles); op(b) over kTiledProductMaxB (in blocks on
   // the tiles with AVX-512, on BLAS with AVX2): 256 × 256, and 200 × 272 (two blocks of 256 and 16 columns by
   // two of 192 and 8 rows).
