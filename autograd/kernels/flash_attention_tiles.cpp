@@ -113,24 +113,24 @@ void flash_attention_forward_tiled(HeadMatrix<const float> q, HeadMatrix<const f
       // scores give 0, not NaN.
       for (int64_t vec = 0; vec < vectors; ++vec) {
         const int64_t lane = vec * kLanes;
-        Lanes block_max = splat<Lanes>(-kInf);
-        for (int64_t r = 0; r < cols; ++r) block_max = maximum(block_max, load<Lanes>(St + r * Bq + lane));
-        const Lanes old_max = load<Lanes>(running_max + lane), new_max = maximum(old_max, block_max);
+        Lanes block_max = splat<kLanes>(-kInf);
+        for (int64_t r = 0; r < cols; ++r) block_max = maximum(block_max, load<kLanes>(St + r * Bq + lane));
+        const Lanes old_max = load<kLanes>(running_max + lane), new_max = maximum(old_max, block_max);
         const Lanes shift = zero_minus_infinity(new_max);
-        Lanes sum = splat<Lanes>(0.0f);
+        Lanes sum = splat<kLanes>(0.0f);
         for (int64_t r = 0; r < cols; ++r) {
-          const Lanes p = exp_lanes(subtract(load<Lanes>(St + r * Bq + lane), shift));
+          const Lanes p = exp_lanes(subtract(load<kLanes>(St + r * Bq + lane), shift));
           store(St + r * Bq + lane, p);
           sum = add(sum, p);
         }
         const Lanes factor = exp_lanes(subtract(old_max, shift));  // e^(m - m'): 0 when m = -inf
-        store(running_sum + lane, multiply_add(load<Lanes>(running_sum + lane), factor, sum));
+        store(running_sum + lane, multiply_add(load<kLanes>(running_sum + lane), factor, sum));
         store(running_max + lane, new_max);
         store(rescale + lane, factor);
       }
       for (int64_t c = 0; c < D_v; ++c)  // what Oᵀ summed against the old max, rescaled to the new one
         for (int64_t lane = 0; lane < lanes; lane += kLanes)
-          store(Ot + c * Bq + lane, multiply(load<Lanes>(Ot + c * Bq + lane), load<Lanes>(rescale + lane)));
+          store(Ot + c * Bq + lane, multiply(load<kLanes>(Ot + c * Bq + lane), load<kLanes>(rescale + lane)));
       if (scoring.dropout_p > 0) drop_transposed(St, Bq, first, rows, j0, cols, T_k, scoring);
       tile_product(D_v, vectors, cols, v.row(j0), 1, v.ld, St, Bq, Ot, Bq, 1.0f, true);  // Oᵀ += Vᵀ Zᵀ
     }
@@ -201,7 +201,7 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
       for (int64_t r = 0; r < cols; ++r)  // Pᵀ = exp(Sᵀ - L), the forward's probabilities
         for (int64_t lane = 0; lane < lanes; lane += kLanes) {
           store(St + r * Bq + lane,
-                exp_lanes(subtract(load<Lanes>(St + r * Bq + lane), load<Lanes>(shift + i0 + lane))));
+                exp_lanes(subtract(load<kLanes>(St + r * Bq + lane), load<kLanes>(shift + i0 + lane))));
         }
       const float* Z = St;  // the dropped probabilities Zᵀ
       if (scoring.dropout_p > 0) {
@@ -215,8 +215,8 @@ void flash_attention_backward_tiled(HeadMatrix<const float> q, HeadMatrix<const 
       if (scoring.dropout_p > 0) drop_transposed(dPt, Bq, i0, rows, j0, cols, T_k, scoring);     // dPᵀ
       for (int64_t r = 0; r < cols; ++r)  // dSᵀ = Pᵀ ⊙ (dPᵀ - D), over dPᵀ
         for (int64_t lane = 0; lane < lanes; lane += kLanes) {
-          const Lanes dp = subtract(load<Lanes>(dPt + r * Bq + lane), load<Lanes>(row_dot + i0 + lane));
-          store(dPt + r * Bq + lane, multiply(load<Lanes>(St + r * Bq + lane), dp));
+          const Lanes dp = subtract(load<kLanes>(dPt + r * Bq + lane), load<kLanes>(row_dot + i0 + lane));
+          store(dPt + r * Bq + lane, multiply(load<kLanes>(St + r * Bq + lane), dp));
         }
       // dQᵀ += s Kᵀ dSᵀ
       tile_product(D, vectors, cols, Kc, 1, D, dPt, Bq, dQt + i0 * D, Bq, scale, true);

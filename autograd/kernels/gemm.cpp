@@ -20,10 +20,10 @@ namespace {
 
 struct TransposedOperandScratch;  // op(b)'s block copied for the register tiles (kernels/scratch.h)
 
+#ifdef TAPEGRAD_REGISTER_TILES
 constexpr int64_t kTiledProductRows = 48;    // 8 tiles of 6 rows
 constexpr int64_t kTiledBlockColumns = 256;  // op(b)'s blocks: kTiledProductMaxB / 256 = 192 rows of 256
 
-#ifdef TAPEGRAD_REGISTER_TILES
 /// Products whose op(b) exceeds kTiledProductMaxB run on the tiles too, block by block, where the vectors
 /// are AVX-512's: on Zen 4 the blocked tiles ran a medium model's products at 91-110 GFLOP/s on one core
 /// against OpenBLAS's 92-103, and `small` and `lm` 3-17% faster a step (docs/performance.md). On AVX2
@@ -38,8 +38,7 @@ template <class T>
 void gemm_on_this_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
                          const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
 #ifdef TAPEGRAD_REGISTER_TILES
-  using register_tiles::kLanes, register_tiles::NarrowLanes, register_tiles::tile_product;
-  constexpr int64_t kNarrowLanes = register_tiles::kLanesOf<NarrowLanes>;
+  using register_tiles::kLanes, register_tiles::kNarrowLanes, register_tiles::tile_product;
   if constexpr (std::is_same_v<T, float>) {
     const bool large = k * n > kTiledProductMaxB, narrow = n % kLanes != 0;  // narrow: 8-lane vectors
     if (n % kNarrowLanes == 0 && (beta == 0 || beta == 1) && (!large || kTilesTakeLargeProducts)) {
@@ -47,7 +46,7 @@ void gemm_on_this_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
       // product of a block summed into c: c (beta = 1) or the blocks before it add.
       const int64_t nc = std::min(n, kTiledBlockColumns), kc = std::max<int64_t>(1, kTiledProductMaxB / nc);
       const int64_t a_row = trans_a ? 1 : lda, a_k = trans_a ? lda : 1;
-      const auto tiles = narrow ? tile_product<NarrowLanes> : tile_product<>;
+      const auto tiles = narrow ? tile_product<kNarrowLanes> : tile_product<kLanes>;
       const int64_t lanes = narrow ? kNarrowLanes : kLanes;
       for (int64_t j0 = 0; j0 < n; j0 += nc) {
         const int64_t cols = std::min(nc, n - j0);

@@ -15,21 +15,28 @@
 
 namespace tapegrad::register_tiles {
 
-// The few operations the kernels use, once per vector type so that each kernel is written once: __m256
-// (AVX2 + FMA, 8 floats) always, __m512 (16) with AVX-512. An AVX-512 build has both: products whose width
-// is a multiple of 8 but not of 16 take the narrow tiles.
-template <class V>
-inline constexpr int64_t kLanesOf = sizeof(V) / sizeof(float);
+// The few operations the kernels use, once per vector width so that each kernel is written once: 8 floats
+// (__m256, AVX2 + FMA) always, 16 (__m512) with AVX-512. An AVX-512 build has both: products whose width is
+// a multiple of 8 but not of 16 take the narrow tiles. Kernels are templates on the lane count, not on the
+// vector type (GCC drops a vector type's attributes from a template argument, -Wignored-attributes).
+template <int64_t L>
+struct VectorOf;
+template <int64_t L>
+using Vector = typename VectorOf<L>::type;  // L floats
 
-template <class V>
-V load(const float* p);
-template <class V>
-V splat(float x);
+template <int64_t L>
+Vector<L> load(const float* p);
+template <int64_t L>
+Vector<L> splat(float x);
 
 template <>
-inline __m256 load<__m256>(const float* p) { return _mm256_loadu_ps(p); }
+struct VectorOf<8> {
+  using type = __m256;
+};
 template <>
-inline __m256 splat<__m256>(float x) { return _mm256_set1_ps(x); }
+inline __m256 load<8>(const float* p) { return _mm256_loadu_ps(p); }
+template <>
+inline __m256 splat<8>(float x) { return _mm256_set1_ps(x); }
 inline void store(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
 inline __m256 multiply_add(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }  // a·b + c
 inline __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
@@ -43,9 +50,13 @@ inline __m256 zero_minus_infinity(__m256 v) {
 
 #if defined(__AVX512F__)
 template <>
-inline __m512 load<__m512>(const float* p) { return _mm512_loadu_ps(p); }
+struct VectorOf<16> {
+  using type = __m512;
+};
 template <>
-inline __m512 splat<__m512>(float x) { return _mm512_set1_ps(x); }
+inline __m512 load<16>(const float* p) { return _mm512_loadu_ps(p); }
+template <>
+inline __m512 splat<16>(float x) { return _mm512_set1_ps(x); }
 inline void store(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
 inline __m512 multiply_add(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }  // a·b + c
 inline __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
@@ -58,72 +69,72 @@ inline __m512 maximum(__m512 a, __m512 b) { return _mm512_maskz_max_ps(0xFFFF, a
 inline __m512 zero_minus_infinity(__m512 v) {
   return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_set1_ps(-__builtin_inff()), _CMP_NEQ_UQ), v);
 }
-using Lanes = __m512;  // the widest vector of the build
+inline constexpr int64_t kLanes = 16;  // the widest vector of the build
 #else
-using Lanes = __m256;
+inline constexpr int64_t kLanes = 8;
 #endif
-inline constexpr int64_t kLanes = kLanesOf<Lanes>;
-using NarrowLanes = __m256;
+inline constexpr int64_t kNarrowLanes = 8;
+using Lanes = Vector<kLanes>;
 
 inline constexpr int kTileRows = 6;  // a tile is kTileRows × 2 vectors: 12 accumulators, 2 loads, 6 broadcasts a step
 
 /// c[r][L·v + l] = (accumulate ? c[r][L·v + l] : 0) + alpha · sum_k a(r, k) · b_k[L·v + l], for r < R, v < NV,
-/// vectors V of L lanes: a(r, k) = a[r · a_row + k · a_k] is broadcast, b_k = b + k · ldb is loaded, the R × NV
+/// vectors of L lanes: a(r, k) = a[r · a_row + k · a_k] is broadcast, b_k = b + k · ldb is loaded, the R × NV
 /// sums stay in registers for all K steps.
-template <class V, int R, int NV>
+template <int64_t L, int R, int NV>
 inline void tile(const float* a, int64_t a_row, int64_t a_k, const float* b, int64_t ldb, int64_t K, float* c,
                  int64_t ldc, float alpha, bool accumulate) {
-  constexpr int64_t L = kLanesOf<V>;
+  using V = Vector<L>;
   V acc[R][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) acc[r][v] = splat<V>(0.0f);
+    for (int v = 0; v < NV; ++v) acc[r][v] = splat<L>(0.0f);
   for (int64_t k = 0; k < K; ++k) {
     V bv[NV];
 #pragma GCC unroll 2
-    for (int v = 0; v < NV; ++v) bv[v] = load<V>(b + k * ldb + L * v);
+    for (int v = 0; v < NV; ++v) bv[v] = load<L>(b + k * ldb + L * v);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const V av = splat<V>(a[r * a_row + k * a_k]);
+      const V av = splat<L>(a[r * a_row + k * a_k]);
 #pragma GCC unroll 2
       for (int v = 0; v < NV; ++v) acc[r][v] = multiply_add(av, bv[v], acc[r][v]);
     }
   }
-  const V scale = splat<V>(alpha);
+  const V scale = splat<L>(alpha);
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) {
       float* to = c + r * ldc + L * v;
       const V x = multiply(acc[r][v], scale);
-      store(to, accumulate ? add(load<V>(to), x) : x);
+      store(to, accumulate ? add(load<L>(to), x) : x);
     }
 }
 
 using TileFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t, float, bool);
-template <class V>
-inline constexpr TileFn kTwoVectorTiles[kTileRows] = {tile<V, 1, 2>, tile<V, 2, 2>, tile<V, 3, 2>,
-                                                      tile<V, 4, 2>, tile<V, 5, 2>, tile<V, 6, 2>};
-template <class V>
-inline constexpr TileFn kOneVectorTiles[kTileRows] = {tile<V, 1, 1>, tile<V, 2, 1>, tile<V, 3, 1>,
-                                                      tile<V, 4, 1>, tile<V, 5, 1>, tile<V, 6, 1>};
+template <int64_t L>
+inline constexpr TileFn kTwoVectorTiles[kTileRows] = {tile<L, 1, 2>, tile<L, 2, 2>, tile<L, 3, 2>,
+                                                      tile<L, 4, 2>, tile<L, 5, 2>, tile<L, 6, 2>};
+template <int64_t L>
+inline constexpr TileFn kOneVectorTiles[kTileRows] = {tile<L, 1, 1>, tile<L, 2, 1>, tile<L, 3, 1>,
+                                                      tile<L, 4, 1>, tile<L, 5, 1>, tile<L, 6, 1>};
 
-/// C (rows × L·vectors, leading dim ldc) = (accumulate ? C : 0) + alpha · A B on vectors V of L lanes, with
+/// C (rows × L·vectors, leading dim ldc) = (accumulate ? C : 0) + alpha · A B on vectors of L lanes, with
 /// A(r, k) = a[r·a_row + k·a_k] (rows × K) and B's row k the `vectors` vectors at b + k·ldb. Column pairs
 /// outside, so that a pair of B's columns (K × 2·L numbers) stays in L1 while the rows of A stream past it.
 /// The rows are cut into tiles as even as kTileRows allows (32 rows: 6, 6, 5, 5, 5, 5, not five 6s and a 2):
 /// a tile of few rows has too few independent sums to hide the FMA latency.
-template <class V = Lanes>
+template <int64_t L = kLanes>
 inline void tile_product(int64_t rows, int64_t vectors, int64_t K, const float* a, int64_t a_row, int64_t a_k,
                          const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
   for (int64_t v0 = 0; v0 < vectors; v0 += 2) {
-    const TileFn* kernels = vectors - v0 >= 2 ? kTwoVectorTiles<V> : kOneVectorTiles<V>;
+    const TileFn* kernels = vectors - v0 >= 2 ? kTwoVectorTiles<L> : kOneVectorTiles<L>;
     for (int64_t t = 0, r0 = 0; t < tiles; ++t) {
       const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
-      kernels[height - 1](a + r0 * a_row, a_row, a_k, b + kLanesOf<V> * v0, ldb, K, c + r0 * ldc + kLanesOf<V> * v0,
-                          ldc, alpha, accumulate);
+      kernels[height - 1](a + r0 * a_row, a_row, a_k, b + L * v0, ldb, K, c + r0 * ldc + L * v0, ldc, alpha,
+                          accumulate);
       r0 += height;
     }
   }

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/autograd.h"
@@ -41,22 +42,21 @@ TEST_CASE("register tiles: tile_product equals the plain product for every tile 
   // At both vector widths of the build: 16 and 8 lanes with AVX-512 (its products of widths in 8s take the
   // narrow ones), 8 with AVX2 only.
   Generator gen(5);
-  const auto check_width = [&](auto vector) {
-    using V = decltype(vector);
+  const auto check_width = [&](auto lanes) {
+    constexpr int64_t L = decltype(lanes)::value;
     for (const int64_t rows : {1, 5, 6, 7, 13, 32})
       for (const int64_t vectors : {1, 2, 3})
         for (const int64_t K : {1, 7, 16})
           for (const bool a_transposed : {false, true})
             for (const bool accumulate : {false, true}) {
-              const int64_t n = register_tiles::kLanesOf<V> * vectors, lda = (a_transposed ? rows : K) + 3, ldb = n + 5,
-                            ldc = n + 2;
+              const int64_t n = L * vectors, lda = (a_transposed ? rows : K) + 3, ldb = n + 5, ldc = n + 2;
               // A(r, k) = a[r·lda + k], or with A stored transposed a[k·lda + r]
               const std::vector<float> a = random_floats(gen, (a_transposed ? K : rows) * lda),
                                        b = random_floats(gen, K * ldb);
               std::vector<float> c = random_floats(gen, rows * ldc);
               const std::vector<float> before = c;
               const float alpha = 0.75f;
-              register_tiles::tile_product<V>(rows, vectors, K, a.data(), a_transposed ? 1 : lda,
+              register_tiles::tile_product<L>(rows, vectors, K, a.data(), a_transposed ? 1 : lda,
                                               a_transposed ? lda : 1, b.data(), ldb, c.data(), ldc, alpha, accumulate);
               std::vector<double> got, want;
               for (int64_t r = 0; r < rows; ++r)
@@ -71,13 +71,13 @@ TEST_CASE("register tiles: tile_product equals the plain product for every tile 
                   got.push_back(c[r * ldc + j]);
                   want.push_back(expected);
                 }
-              INFO(register_tiles::kLanesOf<V> << " lanes, rows " << rows << ", vectors " << vectors << ", K " << K
-                                               << ", A transposed " << a_transposed << ", accumulate " << accumulate);
+              INFO(L << " lanes, rows " << rows << ", vectors " << vectors << ", K " << K << ", A transposed "
+                     << a_transposed << ", accumulate " << accumulate);
               CHECK(relative_error(got, want) < 1e-5);
             }
   };
-  check_width(register_tiles::Lanes{});
-  check_width(register_tiles::NarrowLanes{});
+  check_width(std::integral_constant<int64_t, register_tiles::kLanes>{});
+  check_width(std::integral_constant<int64_t, register_tiles::kNarrowLanes>{});
 }
 
 TEST_CASE("register tiles: transpose_into is the exact transpose, in 8 x 8 blocks and element by element") {

@@ -257,14 +257,14 @@ TEST_CASE("nn: a training step's gradients on 2 threads are as accurate as on 1 
   // Splitting a product may change which BLAS kernel sums a block (and so the order of its float32 sums),
   // never what is summed: two threads' error against float64 stays that of one thread's.
   const auto names = model.named_parameters();
+  // the larger error; std::max would drop a NaN one: it counts as infinite
+  const auto worse = [](double error, double difference) {
+    return std::isnan(difference) ? std::numeric_limits<double>::infinity() : std::max(error, difference);
+  };
   for (size_t i = 0; i < one.size(); ++i) {
     double scale = 0, error_one = 0, error_two = 0;
     for (size_t k = 0; k < one[i].size(); ++k) {
       scale = std::max(scale, std::abs(exact[i][k]));
-      // std::max would drop a NaN error: it counts as infinite
-      const auto worse = [](double error, double difference) {
-        return std::isnan(difference) ? std::numeric_limits<double>::infinity() : std::max(error, difference);
-      };
       error_one = worse(error_one, std::abs(one[i][k] - exact[i][k]));
       error_two = worse(error_two, std::abs(two[i][k] - exact[i][k]));
     }
