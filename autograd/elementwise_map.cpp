@@ -64,7 +64,14 @@ void write_into(Tensor& dst, GradMode mode, const Tensor& src, double scale) {
                             " would sum over broadcast dims; that needs GradMode::add into zeros"));
   if (assign && scale == 1 && src.dtype() == dst.dtype() && src.shape() == dst.shape() && src.is_contiguous() &&
       dst.is_contiguous() && is_floating(dst.dtype())) {
-    if (dst.numel()) std::memcpy(dst.data_ptr(), src.data_ptr(), dst.numel() * itemsize(dst.dtype()));
+    // Split across the threads as the row kernels split their rows: each thread copies the part it is
+    // likely to have written, and the next row kernel finds its part in its own core's cache.
+    const int64_t size = itemsize(dst.dtype());
+    auto* to = static_cast<char*>(dst.data_ptr());
+    const auto* from = static_cast<const char*>(src.data_ptr());
+    parallel_for(dst.numel(), kElementsPerRange, [&](int64_t begin, int64_t end) {
+      std::memcpy(to + begin * size, from + begin * size, static_cast<size_t>((end - begin) * size));
+    });
   } else {
     dispatch_float(dst.dtype(), "accumulate", [&](auto tag) {
       using T = decltype(tag);

@@ -38,6 +38,22 @@ void for_each_lane(const Shape& shape, const Shape& strides, int d, Body&& body)
   });
 }
 
+/// for_each_lane split across tapegrad's threads, for bodies that write only their own lane's outputs:
+/// whole lanes to each thread, so every lane is summed in the same order whatever the thread count.
+template <class Body>
+void parallel_for_each_lane(const Shape& shape, const Shape& strides, int d, Body&& body) {
+  Shape outer = shape;
+  outer[d] = 1;
+  if (outer.numel() == 0) return;
+  const detail::RowSpace<2> space = detail::merge_dims<2>(outer, {strides, contiguous_strides(outer)});
+  // A row of lanes costs its lanes' elements, not its own length.
+  const int64_t grain = grain_for_elements(space.row_length() * shape[d]);
+  auto lanes = [&](auto off, int64_t n, auto step) {
+    for (int64_t k = 0; k < n; ++k) body(off[0] + k * step[0], off[1] + k * step[1]);
+  };
+  parallel_for(space.rows(), grain, [&](int64_t first, int64_t last) { detail::walk_rows(space, first, last, lanes); });
+}
+
 /// Sum of every element of x (d < 0) or of each lane along d, times scale, written to a new tensor of the
 /// reduced shape. Accumulates in double, so that float32 sums of long rows do not drift.
 Tensor sum_scaled(const Tensor& x, int d, bool keepdim, double scale, const char* op) {
@@ -54,7 +70,7 @@ Tensor sum_scaled(const Tensor& x, int d, bool keepdim, double scale, const char
     Tensor out = empty(reduced_shape(x.shape(), d, keepdim), x.dtype());
     T* po = out.data<T>();
     const int64_t n = x.shape()[d], stride = x.strides()[d];
-    for_each_lane(x.shape(), x.strides(), d, [&](int64_t first, int64_t at) {
+    parallel_for_each_lane(x.shape(), x.strides(), d, [&](int64_t first, int64_t at) {
       double total = 0;
       for (int64_t i = 0; i < n; ++i) total += in[first + i * stride];
       po[at] = static_cast<T>(total * scale);
@@ -78,7 +94,7 @@ void max_along(const Tensor& x, int d, Tensor* values, Tensor* indices, const ch
     T* pv = values ? values->data<T>() : nullptr;
     int64_t* pi = indices ? indices->data<int64_t>() : nullptr;
     const int64_t n = x.shape()[d], stride = x.strides()[d];
-    for_each_lane(x.shape(), x.strides(), d, [&](int64_t first, int64_t at) {
+    parallel_for_each_lane(x.shape(), x.strides(), d, [&](int64_t first, int64_t at) {
       T best = in[first];
       int64_t where = 0;
       for (int64_t i = 1; i < n; ++i) {

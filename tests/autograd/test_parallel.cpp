@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -158,4 +160,44 @@ TEST_CASE("row kernels split across threads: maps are bit-identical on 1 and 3 t
   // LayerNorm's dw and db add per-thread partial sums (in double): equal to float32 rounding
   CHECK(max_abs_diff(one.dw, three.dw) <= 1e-5 * max_abs_diff(one.dw, zeros_like(one.dw)));
   CHECK(max_abs_diff(one.db, three.db) <= 1e-5 * max_abs_diff(one.db, zeros_like(one.db)));
+}
+
+TEST_CASE("reductions along a dim and a gradient's first copy split across threads: bit-identical on 1 and 3") {
+  // Lanes above the split threshold, read in place and through a transposed view; each lane is summed by one
+  // thread in its own order. One input of an add gets dout copied into its fresh buffer (the assign path of
+  // accumulate), a copy split across the threads too.
+  Generator gen(12);
+  const Tensor x = randn({96, 40, 33}, gen).requires_grad_(), x2 = randn({96, 40, 33}, gen).requires_grad_();
+  const Tensor y = randn({33, 40, 96}, gen);
+  struct Results {
+    Tensor sum, mean, transposed_sum, max, argmax, dx, dx2;
+  };
+  const auto run = [&](int threads) {
+    ThreadCount count(threads);
+    x.zero_grad();
+    x2.zero_grad();
+    const Tensor s = sum(x, 1), m = mean(x, 1, true), t = sum(transpose(y, 0, 2), 1);
+    const Tensor values = max(transpose(y, 0, 2), 1), indices = argmax(transpose(y, 0, 2), 1);
+    backward(sum((x + x2) * 2));  // add's backward hands dout to one input and copies it for the other
+    return Results{s, m, t, values, indices, x.grad().clone(), x2.grad().clone()};
+  };
+  const Results one = run(1), three = run(3);
+  CHECK(max_abs_diff(one.sum, three.sum) == 0);
+  CHECK(max_abs_diff(one.mean, three.mean) == 0);
+  CHECK(max_abs_diff(one.transposed_sum, three.transposed_sum) == 0);
+  CHECK(max_abs_diff(one.max, three.max) == 0);
+  CHECK(std::equal(one.argmax.data<int64_t>(), one.argmax.data<int64_t>() + one.argmax.numel(),
+                   three.argmax.data<int64_t>()));
+  for (const Tensor& grad : {one.dx, one.dx2, three.dx, three.dx2}) CHECK(max_abs_diff(grad, full(x.shape(), 2)) == 0);
+  // against a plain loop: lane (i, k) of sum(x, 1) is sum_j x[i, j, k] in double, rounded once
+  const float* px = x.data<float>();
+  const float* ps = three.sum.data<float>();
+  double worst = 0;
+  for (int64_t i = 0; i < 96; ++i)
+    for (int64_t k = 0; k < 33; ++k) {
+      double total = 0;
+      for (int64_t j = 0; j < 40; ++j) total += px[(i * 40 + j) * 33 + k];
+      worst = std::max(worst, std::abs(static_cast<double>(ps[i * 33 + k]) - static_cast<float>(total)));
+    }
+  CHECK(worst == 0);
 }
