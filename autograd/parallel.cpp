@@ -6,10 +6,11 @@
 // through the kernel costs about as much as a small job (measured: the demo model ran 25% slower on two
 // threads than on one). So a worker that finishes a job, and the caller waiting for a job's last part,
 // first watch for the next event for a short while (kSpin) before they sleep: back-to-back jobs then
-// start without a system call, and an idle pool still sleeps within a millisecond. kSpin was 100 µs until
-// a count on a Zen 4 showed the workers of the `small` model falling asleep 3 to 8 times a step (in the
-// gaps where the caller works alone) and taking 43-75 µs on average, up to 3 ms, to wake; at 1 ms they
-// slept 9 times in 900 steps.
+// start without a system call, and an idle pool still sleeps within a fraction of a millisecond. Not
+// longer: at 100 µs the workers of the `small` model still fall asleep 3 to 8 times a step on a Zen 4 (in
+// the gaps where the caller works alone) and take 43-75 µs on average to wake, but with 1 ms, two such
+// processes sharing 2 cores (ctest -j2, two trainings at once) each ran at 5.8 steps/s instead of 30:
+// a thread that spins holds the core the other process's thread waits for.
 #include "autograd/parallel.h"
 
 #include <cblas.h>
@@ -30,7 +31,7 @@ namespace {
 
 thread_local bool inside_parallel_region = false;
 
-constexpr auto kSpin = std::chrono::milliseconds(1);
+constexpr auto kSpin = std::chrono::microseconds(100);
 
 /// Polls `ready` for up to kSpin; true as soon as it holds.
 template <class Ready>
