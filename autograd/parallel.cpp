@@ -36,8 +36,8 @@ constexpr auto kSpin = std::chrono::microseconds(100);
 /// Polls `ready` for up to kSpin; true as soon as it holds. Between rounds of polls the thread offers its
 /// core to any other thread that is ready to run (sched_yield: a system call that returns at once when none
 /// is), so that a spinning thread does not hold a core another process needs. Two `small` benchmarks
-/// sharing 2 cores ran at 31-32 steps/s each without the yield and at 59-67 with it; one alone ran as fast
-/// either way (98-121 steps/s in alternated runs on a Zen 4).
+/// sharing 2 cores ran at 31-32 steps/s each without the yield and at 54-67 with it; one alone ran as fast
+/// either way (94-115 against 97-109 steps/s, alternated, on a Zen 4).
 template <class Ready>
 bool spin_until(Ready ready) {
   const auto deadline = std::chrono::steady_clock::now() + kSpin;
