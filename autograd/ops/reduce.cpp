@@ -29,28 +29,21 @@ Shape reduced_shape(const Shape& shape, int d, bool keepdim) {
 /// Calls body(first, out_index) once per lane of a tensor of `shape` and `strides` along dim d: `first` is
 /// the offset (in elements) of the lane's first element, `out_index` the lane's position in a contiguous
 /// tensor of the reduced shape. The lane's elements sit at first + i * strides[d] for i in [0, shape[d]).
+/// `across_threads` splits the lanes across tapegrad's threads, whole lanes to each (so every lane is
+/// reduced in the same order whatever the thread count): only for bodies that write their own lane's
+/// outputs alone.
 template <class Body>
-void for_each_lane(const Shape& shape, const Shape& strides, int d, Body&& body) {
-  Shape outer = shape;
-  outer[d] = 1;
-  for_each_row<2>(outer, {strides, contiguous_strides(outer)}, [&](auto off, int64_t n, auto step) {
-    for (int64_t k = 0; k < n; ++k) body(off[0] + k * step[0], off[1] + k * step[1]);
-  });
-}
-
-/// for_each_lane split across tapegrad's threads, for bodies that write only their own lane's outputs:
-/// whole lanes to each thread, so every lane is summed in the same order whatever the thread count.
-template <class Body>
-void parallel_for_each_lane(const Shape& shape, const Shape& strides, int d, Body&& body) {
+void for_each_lane(const Shape& shape, const Shape& strides, int d, Body&& body, bool across_threads = false) {
   Shape outer = shape;
   outer[d] = 1;
   if (outer.numel() == 0) return;
   const detail::RowSpace<2> space = detail::merge_dims<2>(outer, {strides, contiguous_strides(outer)});
-  // A row of lanes costs its lanes' elements, not its own length.
-  const int64_t grain = grain_for_elements(space.row_length() * shape[d]);
   auto lanes = [&](auto off, int64_t n, auto step) {
     for (int64_t k = 0; k < n; ++k) body(off[0] + k * step[0], off[1] + k * step[1]);
   };
+  if (!across_threads) return detail::walk_rows(space, 0, space.rows(), lanes);
+  // A row of lanes costs its lanes' elements, not its own length.
+  const int64_t grain = grain_for_elements(space.row_length() * shape[d]);
   parallel_for(space.rows(), grain, [&](int64_t first, int64_t last) { detail::walk_rows(space, first, last, lanes); });
 }
 
@@ -70,11 +63,11 @@ Tensor sum_scaled(const Tensor& x, int d, bool keepdim, double scale, const char
     Tensor out = empty(reduced_shape(x.shape(), d, keepdim), x.dtype());
     T* po = out.data<T>();
     const int64_t n = x.shape()[d], stride = x.strides()[d];
-    parallel_for_each_lane(x.shape(), x.strides(), d, [&](int64_t first, int64_t at) {
+    for_each_lane(x.shape(), x.strides(), d, [&](int64_t first, int64_t at) {
       double total = 0;
       for (int64_t i = 0; i < n; ++i) total += in[first + i * stride];
       po[at] = static_cast<T>(total * scale);
-    });
+    }, /*across_threads=*/true);
     return out;
   });
 }
@@ -94,7 +87,7 @@ void max_along(const Tensor& x, int d, Tensor* values, Tensor* indices, const ch
     T* pv = values ? values->data<T>() : nullptr;
     int64_t* pi = indices ? indices->data<int64_t>() : nullptr;
     const int64_t n = x.shape()[d], stride = x.strides()[d];
-    parallel_for_each_lane(x.shape(), x.strides(), d, [&](int64_t first, int64_t at) {
+    for_each_lane(x.shape(), x.strides(), d, [&](int64_t first, int64_t at) {
       T best = in[first];
       int64_t where = 0;
       for (int64_t i = 1; i < n; ++i) {
@@ -106,7 +99,7 @@ void max_along(const Tensor& x, int d, Tensor* values, Tensor* indices, const ch
       }
       if (pv) pv[at] = best;
       if (pi) pi[at] = where;
-    });
+    }, /*across_threads=*/true);
   });
 }
 
