@@ -51,10 +51,11 @@ inline constexpr int64_t kTiledProductMaxB = 192 * 256;
 
 /// c = alpha · op(a) op(b) + beta · c on the calling thread, as blas_gemm takes it: on the register tiles
 /// (kernels/register_tiles.h) for float products with n a multiple of 8 (16-lane tiles where it is a multiple
-/// of 16 on AVX-512 builds), beta 0 or 1 and op(b) of at most kTiledProductMaxB numbers, or of any size on
-/// AVX-512 builds (op(b) = bᵀ copied transposed first), else one BLAS call. Small products are a small
-/// model's linear layers and attention heads (n and k of a few dozen to a few hundred), where OpenBLAS
-/// spends as long packing its operands as in its kernel; the large ones are measured in kernels/gemm.cpp.
+/// of 16 on AVX-512 builds) or op(b) = bᵀ and n ≥ 32 (copied transposed, its last vector padded), beta 0 or 1
+/// and op(b) of at most kTiledProductMaxB numbers, or of any size on AVX-512 builds, else one BLAS call.
+/// Small products are a small model's linear layers and attention heads (n and k of a few dozen to a few
+/// hundred), where OpenBLAS spends as long packing its operands as in its kernel; the large ones are
+/// measured in kernels/gemm.cpp.
 template <class T>
 void gemm_on_this_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
                          const T* b, int64_t ldb, T beta, T* c, int64_t ldc);

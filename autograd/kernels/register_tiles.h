@@ -38,6 +38,15 @@ inline __m256 load<8>(const float* p) { return _mm256_loadu_ps(p); }
 template <>
 inline __m256 splat<8>(float x) { return _mm256_set1_ps(x); }
 inline void store(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+/// The first `lanes` (< 8) lanes only, the others read as 0 or left unwritten: a row's last, partial vector.
+inline __m256i first_lanes_8(int64_t lanes) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(lanes)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+template <int64_t L>
+Vector<L> load_first(const float* p, int64_t lanes);
+template <>
+inline __m256 load_first<8>(const float* p, int64_t lanes) { return _mm256_maskload_ps(p, first_lanes_8(lanes)); }
+inline void store_first(float* p, __m256 v, int64_t lanes) { _mm256_maskstore_ps(p, first_lanes_8(lanes), v); }
 inline __m256 multiply_add(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }  // a·b + c
 inline __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
 inline __m256 subtract(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
@@ -58,6 +67,13 @@ inline __m512 load<16>(const float* p) { return _mm512_loadu_ps(p); }
 template <>
 inline __m512 splat<16>(float x) { return _mm512_set1_ps(x); }
 inline void store(float* p, __m512 v) { _mm512_storeu_ps(p, v); }
+template <>
+inline __m512 load_first<16>(const float* p, int64_t lanes) {
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << lanes) - 1), p);
+}
+inline void store_first(float* p, __m512 v, int64_t lanes) {
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << lanes) - 1), v);
+}
 inline __m512 multiply_add(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }  // a·b + c
 inline __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
 inline __m512 subtract(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
@@ -80,10 +96,11 @@ inline constexpr int kTileRows = 6;  // a tile is kTileRows × 2 vectors: 12 acc
 
 /// c[r][L·v + l] = (accumulate ? c[r][L·v + l] : 0) + alpha · sum_k a(r, k) · b_k[L·v + l], for r < R, v < NV,
 /// vectors of L lanes: a(r, k) = a[r · a_row + k · a_k] is broadcast, b_k = b + k · ldb is loaded, the R × NV
-/// sums stay in registers for all K steps.
+/// sums stay in registers for all K steps. Only the first last_lanes lanes of c's last vector are read and
+/// written (b's are loaded whole: the caller pads b's rows to whole vectors).
 template <int64_t L, int R, int NV>
 inline void tile(const float* a, int64_t a_row, int64_t a_k, const float* b, int64_t ldb, int64_t K, float* c,
-                 int64_t ldc, float alpha, bool accumulate) {
+                 int64_t ldc, float alpha, bool accumulate, int64_t last_lanes) {
   using V = Vector<L>;
   V acc[R][NV];
 #pragma GCC unroll 8
@@ -116,11 +133,15 @@ inline void tile(const float* a, int64_t a_row, int64_t a_k, const float* b, int
     for (int v = 0; v < NV; ++v) {
       float* to = c + r * ldc + L * v;
       const V x = multiply(acc[r][v], scale);
-      store(to, accumulate ? add(load<L>(to), x) : x);
+      if (v == NV - 1 && last_lanes < L)
+        store_first(to, accumulate ? add(load_first<L>(to, last_lanes), x) : x, last_lanes);
+      else
+        store(to, accumulate ? add(load<L>(to), x) : x);
     }
 }
 
-using TileFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t, float, bool);
+using TileFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*, int64_t, float, bool,
+                       int64_t);
 template <int64_t L>
 inline constexpr TileFn kTwoVectorTiles[kTileRows] = {tile<L, 1, 2>, tile<L, 2, 2>, tile<L, 3, 2>,
                                                       tile<L, 4, 2>, tile<L, 5, 2>, tile<L, 6, 2>};
@@ -132,17 +153,20 @@ inline constexpr TileFn kOneVectorTiles[kTileRows] = {tile<L, 1, 1>, tile<L, 2, 
 /// A(r, k) = a[r·a_row + k·a_k] (rows × K) and B's row k the `vectors` vectors at b + k·ldb. Column pairs
 /// outside, so that a pair of B's columns (K × 2·L numbers) stays in L1 while the rows of A stream past it.
 /// The rows are cut into tiles as even as kTileRows allows (32 rows: 6, 6, 5, 5, 5, 5, not five 6s and a 2):
-/// a tile of few rows has too few independent sums to hide the FMA latency.
+/// a tile of few rows has too few independent sums to hide the FMA latency. C's last vector may be partial:
+/// only its first last_lanes columns are read and written (B's rows are read as whole vectors).
 template <int64_t L = kLanes>
 inline void tile_product(int64_t rows, int64_t vectors, int64_t K, const float* a, int64_t a_row, int64_t a_k,
-                         const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate) {
+                         const float* b, int64_t ldb, float* c, int64_t ldc, float alpha, bool accumulate,
+                         int64_t last_lanes = L) {
   const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
   for (int64_t v0 = 0; v0 < vectors; v0 += 2) {
     const TileFn* kernels = vectors - v0 >= 2 ? kTwoVectorTiles<L> : kOneVectorTiles<L>;
+    const int64_t lanes = v0 + 2 >= vectors ? last_lanes : L;  // of the pair's last vector
     for (int64_t t = 0, r0 = 0; t < tiles; ++t) {
       const int64_t height = rows / tiles + (t < rows % tiles ? 1 : 0);
       kernels[height - 1](a + r0 * a_row, a_row, a_k, b + L * v0, ldb, K, c + r0 * ldc + L * v0, ldc, alpha,
-                          accumulate);
+                          accumulate, lanes);
       r0 += height;
     }
   }

@@ -106,15 +106,17 @@ TEST_CASE("register tiles: not built for this CPU") {
 
 TEST_CASE("gemm_on_this_thread: float products equal the plain product in every layout, written and added") {
   // Sizes across the row blocks (48 rows) and the tile heights; n a multiple of 8 (the tiles: 8 or 16 lanes)
-  // or not (BLAS); an odd number of vectors (the one-vector tiles); op(b) over kTiledProductMaxB (in blocks on
-  // the tiles with AVX-512, on BLAS with AVX2): 256 × 256 (one block), and 300 × 272 (two blocks of 256 and
-  // 16 columns by two of 256 and 44 rows).
+  // or not (12, 94, 270: the tiles with a partial last vector where op(b) = bᵀ and n ≥ 32, else BLAS); an odd
+  // number of vectors (the one-vector tiles); op(b) over kTiledProductMaxB (in blocks on the tiles with
+  // AVX-512, on BLAS with AVX2): 256 × 256 (one block), and 300 × 272 and 300 × 270 (two blocks of 256 and 16
+  // or 14 columns by two of 256 and 44 rows). c's rows have a column past n, which must keep its number.
   Generator gen(8);
   struct Size {
     int64_t m, n, k;
   };
   for (const Size& size : {Size{1, 8, 1}, Size{47, 24, 17}, Size{47, 48, 17}, Size{49, 64, 64}, Size{100, 16, 5},
-                           Size{13, 12, 9}, Size{7, 256, 256}, Size{50, 272, 300}})
+                           Size{13, 12, 9}, Size{31, 94, 40}, Size{7, 256, 256}, Size{50, 272, 300},
+                           Size{50, 270, 300}})
     for (const bool trans_a : {false, true})
       for (const bool trans_b : {false, true})
         for (const float beta : {0.0f, 1.0f}) {
