@@ -95,8 +95,8 @@ void gemm_on_this_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
             block = copy;
             ld_block = cols;
           }
-          // Blocks of rows outside: a block's rows of a stay in L1 while op(b)'s block passes from L2 once a
-          // row block.
+          // Blocks of 48 rows outside, op(b)'s panels inside: a panel (depth × 2 vectors) serves the block's 8
+          // row tiles from L1, and the block's rows of a serve every panel from L2.
           const int64_t panel_cols = trans_b ? 2 * lanes : cols;
           for (int64_t r0 = 0; r0 < m; r0 += kTiledProductRows)
             for (int64_t jp = 0; jp < cols; jp += panel_cols) {
