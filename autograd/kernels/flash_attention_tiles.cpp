@@ -40,16 +40,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-/// Matrix m (rows × cols, rows ld apart) transposed into t (cols × `lanes`, leading dim ldt), lanes from
-/// `rows` on set to 0.
-void transpose_padded(const float* m, int64_t ld, int64_t rows, int64_t cols, float* t, int64_t ldt, int64_t lanes) {
-  for (int64_t c = 0; c < cols; ++c) {
-    float* to = t + c * ldt;
-    for (int64_t r = 0; r < rows; ++r) to[r] = m[r * ld + c];
-    std::fill(to + rows, to + lanes, 0.0f);
-  }
-}
-
 /// The scores Sᵀ of keys j0 .. j0 + cols (St's rows, ld apart) against queries first .. first + lanes (its
 /// lanes): a hidden key's row and the keys after a query (causal) become -inf; ALiBi adds -slope·|i - j|.
 void score_transposed(float* St, int64_t ld, int64_t first, int64_t lanes, int64_t j0, int64_t cols,

@@ -81,14 +81,8 @@ void gemm_on_this_thread(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
                 const int64_t width = std::min(2 * lanes, cols - jp), padded = whole(width);
                 const float* columns = b + (j0 + jp) * ldb + p0;  // op(b)'s columns are b's rows
                 float* panel = copy + jp * depth;
-                if (width == padded) {
-                  register_tiles::transpose_into(columns, ldb, width, depth, panel);
-                  continue;
-                }
-                for (int64_t p = 0; p < depth; ++p) {  // the padding lanes' sums are never stored: zeros, not garbage
-                  for (int64_t j = 0; j < width; ++j) panel[p * padded + j] = columns[j * ldb + p];
-                  std::fill(panel + p * padded + width, panel + (p + 1) * padded, 0.0f);
-                }
+                if (width == padded) register_tiles::transpose_into(columns, ldb, width, depth, panel);
+                else register_tiles::transpose_padded(columns, ldb, width, depth, panel, padded, padded);
               }
             else  // a block of a large b copied contiguous: rows a power of two apart fall into few L1 sets
               for (int64_t p = 0; p < depth; ++p) std::copy(block + p * ldb, block + p * ldb + cols, copy + p * cols);

@@ -44,9 +44,9 @@ void batched_gemm_reference(const Tensor& a, bool flip_a, const Tensor& b, bool 
                             const Shape& batch, double beta);
 
 /// The largest op(b), k × n numbers, that gemm_on_this_thread gives to the register tiles whole: 192 KiB of
-/// floats, so that it stays in L2 while blocks of a's rows pass over it (the tiles do not pack it). A larger
-/// op(b) runs in blocks of up to 256 × 256 where the tiles take large products (AVX-512 builds, gemm.cpp),
-/// else on BLAS.
+/// floats, so that it stays in L2 while blocks of a's rows pass over it (read in place, or copied in panels
+/// when it is bᵀ). A larger op(b) runs in blocks of up to 256 × 256 where the tiles take large products
+/// (AVX-512 builds, gemm.cpp), else on BLAS.
 inline constexpr int64_t kTiledProductMaxB = 192 * 256;
 
 /// c = alpha · op(a) op(b) + beta · c on the calling thread, as blas_gemm takes it: on the register tiles

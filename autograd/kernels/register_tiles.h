@@ -7,6 +7,7 @@
 //
 // Built where the compiler targets AVX2 + FMA (TAPEGRAD_REGISTER_TILES), with 8 floats a vector, and with
 // 16 too where it targets AVX-512 (kLanes, the widest); elsewhere the callers keep their BLAS paths.
+#include <algorithm>
 #include <cstdint>
 
 #if defined(__AVX2__) && defined(__FMA__)  // and AVX-512 where the target has it
@@ -204,6 +205,17 @@ inline void transpose_into(const float* m, int64_t ldm, int64_t rows, int64_t co
         _mm256_storeu_ps(to + (i + 4) * rows, _mm256_permute2f128_ps(x[i], x[i + 4], 0x31));
       }
     }
+}
+
+/// Matrix m (rows × cols, rows ld apart) transposed into t (cols × `lanes`, leading dim ldt), lanes from
+/// `rows` on set to 0: a block padded to whole vectors, whose padding lanes compute on zeros, not garbage.
+inline void transpose_padded(const float* m, int64_t ld, int64_t rows, int64_t cols, float* t, int64_t ldt,
+                             int64_t lanes) {
+  for (int64_t c = 0; c < cols; ++c) {
+    float* to = t + c * ldt;
+    for (int64_t r = 0; r < rows; ++r) to[r] = m[r * ld + c];
+    std::fill(to + rows, to + lanes, 0.0f);
+  }
 }
 
 }  // namespace tapegrad::register_tiles
