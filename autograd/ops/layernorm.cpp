@@ -37,24 +37,30 @@ struct LayerNormNode : NodeOf<LayerNormNode> {
     const int64_t C = xv.shape().back(), rows = C > 0 ? xv.numel() / C : 0;
     // One pass over the rows adds into dx and sums dw and db over the rows (in double, in the caller's
     // scratch); those are added last. Threads take parts of the rows, each part summing dw and db over
-    // its own rows; the parts' sums are added in part order (the same for the same thread count).
+    // its own rows; the parts' sums are added in part order (the same for the same thread count). A
+    // part's sums start a cache line past the end of the part before: sums that shared a line (one part's
+    // last db, the next part's first dw), written on every row by two threads, passed that line between
+    // the cores row after row. On Zen 3 the backward of `small`'s LayerNorm (2048 rows of 64) took 140 µs
+    // on two threads against 210 on one; with the line between, 117 µs.
     const int64_t parts = std::clamp<int64_t>(rows * C / kElementsPerRange, 1, num_threads());
+    constexpr int64_t kLineOfDoubles = 64 / sizeof(double);
+    const int64_t part_stride = 2 * C + kLineOfDoubles;
     struct Sums;
-    double* sums = scratch<double, Sums>(2 * C * parts);  // part p: dw at 2·C·p, db at 2·C·p + C
+    double* sums = scratch<double, Sums>(part_stride * parts);  // part p: dw at part_stride·p, db C after
     auto pass = [&](auto dx) {
       using T = typename decltype(dx)::value_type;
       const T *px = xv.data<T>(), *pdy = dy.data<T>(), *pw = wv.defined() ? wv.data<T>() : nullptr;
       parallel_for(parts, 1, [&](int64_t first, int64_t last) {
         for (int64_t p = first; p < last; ++p) {
           const int64_t r0 = rows * p / parts, r1 = rows * (p + 1) / parts;
-          double* part_sums = sums + 2 * C * p;
+          double* part_sums = sums + part_stride * p;
           layer_norm_rows_backward(px + r0 * C, pdy + r0 * C, pw, mean.data<double>() + r0, rstd.data<double>() + r0,
                                    r1 - r0, C, dx + r0 * C, ctx.needs_grad(1) ? part_sums : nullptr,
                                    ctx.needs_grad(2) ? part_sums + C : nullptr);
         }
       });
       for (int64_t p = 1; p < parts; ++p)
-        for (int64_t k = 0; k < 2 * C; ++k) sums[k] += sums[2 * C * p + k];
+        for (int64_t k = 0; k < 2 * C; ++k) sums[k] += sums[part_stride * p + k];
     };
     const double *dw_sum = sums, *db_sum = sums + C;
     if (ctx.needs_grad(0)) ctx.add_into(0, pass);
