@@ -32,8 +32,8 @@ constexpr int64_t kTiledBlockNumbers = 256 * kTiledBlockColumns;
 /// Products whose op(b) exceeds kTiledProductMaxB run on the tiles too, block by block, where the vectors
 /// are AVX-512's: on Zen 4 the blocked tiles ran a medium model's products at 91-110 GFLOP/s on one core
 /// against OpenBLAS's 92-103, and `small` and `lm` 3-17% faster a step (docs/performance.md). On AVX2
-/// (Zen 3) a small model's dW on the tiles, unblocked, ran at 55 GFLOP/s against OpenBLAS's 67, and the
-/// blocked form was not measured there: those products stay on BLAS.
+/// (Zen 3) the blocked tiles ran `medium`'s step at 0.91x and `small`'s at 0.92-0.94x (its dW products):
+/// those products stay on BLAS.
 constexpr bool kTilesTakeLargeProducts = register_tiles::kLanes == 16;
 #endif
 
