@@ -28,19 +28,25 @@ $(BUILD)/CMakeCache.txt: | deps
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: train the default model on the majority task until 99% validation accuracy.
-# It builds only the tapegrad command (not the tests and examples), so a second run starts training at once.
-demo: deps $(BUILD)/CMakeCache.txt
+# The tapegrad command alone (not the tests and examples), rebuilt through CMake only when a file it is
+# built from is newer than it: a `cmake --build` with nothing to do still reads every object's dependency
+# list, 0.6 s of a 2.3 s `make demo` on Zen 3.
+TAPEGRAD_INPUTS := CMakeLists.txt $(shell find autograd nn optim train cmake -type f)
+$(BUILD)/tapegrad: $(TAPEGRAD_INPUTS) $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) --target tapegrad -j $(JOBS)
+	@touch $@
+
+# The main job: train the default model on the majority task until 99% validation accuracy.
+# A second run starts training at once.
+demo: deps $(BUILD)/tapegrad
 	./$(BUILD)/tapegrad train --task majority --target-acc 0.99 --steps 3000 --out runs/demo --overwrite
 
 # A character language model of the fortunes corpus (Debian's fortunes package, about 2.5 MB of English;
 # docs/language_models.md): about 6 minutes on 2 cores. Then sample from it:
 #   ./build/tapegrad generate --checkpoint runs/fortunes --prompt "The " --max-new-tokens 300 --temperature 0.8 --seed 1
 LM_DEMO_STEPS ?= 600
-lm-demo: deps $(BUILD)/CMakeCache.txt
+lm-demo: deps $(BUILD)/tapegrad
 	@$(MAKE) --no-print-directory deps PACKAGES="$(PACKAGES) fortunes"
-	cmake --build $(BUILD) --target tapegrad -j $(JOBS)
 	mkdir -p runs && scripts/fortunes_corpus.sh runs/fortunes.txt
 	./$(BUILD)/tapegrad train --task lm --data runs/fortunes.txt --context-length 128 --d-model 128 --heads 4 \
 	  --ff 512 --layers 4 --norm-first --activation gelu --dropout 0 --batch-size 32 --lr 1e-3 --warmup 50 \
