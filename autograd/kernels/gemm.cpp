@@ -129,14 +129,63 @@ Shape batch_strides(const Tensor& t, const Shape& batch) {
 // Parts are whole multiples of this many rows (or columns), so that BLAS's register tiles stay full.
 constexpr int64_t kPartAlign = 32;
 
-/// c (+)= op(a) op(b), (m × n) row-major, split across tapegrad's threads along the longer side of c (rows
-/// of op(a) or columns of op(b)); each part is one gemm_on_this_thread. The split depends only on
-/// the shapes and the thread count, and every element of c is computed whole by one call, so results
-/// do not depend on timing.
+/// The partial products of gemm_split_along_depth (kernels/scratch.h).
+struct DepthPartials;
+
+/// c (+)= op(a) op(b) split across `parts` threads along the depth k: part p multiplies its run of k
+/// (columns of op(a), rows of op(b)) into a partial product, part 0 into c itself (with beta), the others
+/// into the caller's scratch, and then each element of c adds the other parts' in part order. The sum of
+/// each element is regrouped by parts, so it depends on the thread count (within the rounding the tests
+/// state) but never on timing.
+template <class T>
+void gemm_split_along_depth(int64_t parts, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a,
+                            int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  const int64_t blocks = (k + kPartAlign - 1) / kPartAlign;
+  T* partials = scratch<T, DepthPartials>((parts - 1) * m * n);  // the caller's: grown once, then reused
+  parallel_for(parts, 1, [&](int64_t first, int64_t last) {
+    for (int64_t p = first; p < last; ++p) {
+      const int64_t from = blocks * p / parts * kPartAlign, to = std::min(k, blocks * (p + 1) / parts * kPartAlign);
+      const T* a_part = trans_a ? a + from * lda : a + from;
+      const T* b_part = trans_b ? b + from : b + from * ldb;
+      if (p == 0) gemm_on_this_thread(trans_a, trans_b, m, n, to - from, T(1), a_part, lda, b_part, ldb, beta, c, ldc);
+      else
+        gemm_on_this_thread(trans_a, trans_b, m, n, to - from, T(1), a_part, lda, b_part, ldb, T(0),
+                            partials + (p - 1) * m * n, n);
+    }
+  });
+  parallel_for(m, grain_for_elements(n * (parts - 1)), [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i)
+      for (int64_t p = 1; p < parts; ++p) {
+        const T* partial = partials + ((p - 1) * m + i) * n;
+        T* row = c + i * ldc;
+        for (int64_t j = 0; j < n; ++j) row[j] += partial[j];
+      }
+  });
+}
+
+/// c (+)= op(a) op(b), (m × n) row-major, split across tapegrad's threads; each part is one
+/// gemm_on_this_thread. The split depends only on the shapes and the thread count, so results do not
+/// depend on timing.
+/// - When the depth k is the longest side (a weight gradient dW = dYᵀ X, summed over a batch's rows), along
+///   k (gemm_split_along_depth): each thread multiplies the rows of dY and X that the row kernels and the
+///   products split by rows gave it, which its own core's cache still holds. Split along dW's rows instead,
+///   each thread read every row of X, half of them from the other core: on a Zen 3, reading 256 KiB
+///   another core wrote took 27.6 µs against 7.7 from the core's own L2, and `small`'s linear backward ran
+///   1.06-1.11x faster along k on two threads (docs/performance.md).
+/// - Else along the longer side of c (rows of op(a) or columns of op(b)), every element of c computed
+///   whole by one call.
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
           int64_t ldb, T beta, T* c, int64_t ldc) {
   const int64_t longer = std::max(m, n), blocks = (longer + kPartAlign - 1) / kPartAlign;
+  if (k > longer) {
+    const int64_t depth_blocks = (k + kPartAlign - 1) / kPartAlign;
+    const int64_t parts = std::min<int64_t>(num_threads(), depth_blocks / grain_for_flops(2 * m * n * kPartAlign));
+    if (parts > 1) {
+      gemm_split_along_depth(parts, trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+      return;
+    }
+  }
   const int64_t block_flops = 2 * k * std::min(m, n) * kPartAlign;
   const int64_t grain = grain_for_flops(block_flops);
   parallel_for(blocks, grain, [&](int64_t first, int64_t last) {

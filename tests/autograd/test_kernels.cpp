@@ -451,7 +451,7 @@ Tensor abs_of(const Tensor& t) {
 
 }  // namespace
 
-TEST_CASE("kernels: batched_gemm equals the triple-loop reference: views, broadcast batches, flips, beta, threads") {
+TEST_CASE("kernels: batched_gemm equals the triple-loop reference: views, broadcast batches, flips, beta, threads, depth split") {
   // Each element of c is k products summed by BLAS in float (in some order, maybe fused): within
   // (k + 2)·u·sum_l |a_il b_lj| of the reference's double sum, plus u·|c| for the beta = 1 addition.
   Generator gen(6);
@@ -474,6 +474,10 @@ TEST_CASE("kernels: batched_gemm equals the triple-loop reference: views, broadc
       {"empty inner dim", r({3, 0}), false, r({0, 4}), false, {3, 4}, {}},
       // large enough that the split across two threads happens (grain_for_flops)
       {"one product split across threads", r({512, 256}), false, r({200, 256}), true, {512, 200}, {}},
+      // depth the longest side (a weight gradient over a batch's rows): split along it, the partials added
+      {"dW = dYᵀ X, split along the depth", r({2048, 64}), true, r({2048, 48}), false, {64, 48}, {}},
+      {"depth split, a transposed view of b", r({40, 1500}), false, transpose(r({1500, 72}), 0, 1), true, {40, 72}, {}},
+      {"depth split, float64", r({1024, 96}, DType::float64), true, r({1024, 40}, DType::float64), false, {96, 40}, {}},
       {"products that own their slices, across threads", r({8, 128, 128}), false, r({8, 128, 128}), false,
        {8, 128, 128}, {8}},
       {"float64", r({3, 4, 5}, DType::float64), false, r({5, 2}, DType::float64), false, {3, 4, 2}, {3}},
@@ -500,6 +504,9 @@ TEST_CASE("kernels: batched_gemm equals the triple-loop reference: views, broadc
           bound[i] = (static_cast<double>(k) + 2) * u * s[i] + (accumulate ? u * std::abs(c_start[i]) : 0) +
                      std::numeric_limits<double>::denorm_min();
         check_close(f, ref, bound);
+        Tensor again = c0.clone();  // the split depends on the shapes and the thread count, never on timing
+        batched_gemm(c.a, c.flip_a, c.b, c.flip_b, again, c.batch, accumulate);
+        CHECK(again.to_vector() == f);
       }
     }
   }

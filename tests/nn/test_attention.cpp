@@ -389,7 +389,10 @@ TEST_CASE("nn: fused self-attention equals the composed path, values and gradien
     for (size_t i = 0; i + 1 < composed.size(); ++i) {
       INFO("tensor " << i << " (0: output, 1: dx, then the parameters' gradients)");
       CHECK(max_abs_diff(composed[i], fused1[i]) < 1e-12);
-      CHECK(max_abs_diff(fused1[i], fused2[i]) == 0);  // each head is computed whole by one thread
+      // Each head is computed whole by one thread; a weight's gradient sums the batch's rows in one part a
+      // thread (kernels/gemm.cpp: split along the depth), so its sums are regrouped by the thread count.
+      if (i < 2) CHECK(max_abs_diff(fused1[i], fused2[i]) == 0);
+      else CHECK(max_abs_diff(fused1[i], fused2[i]) < 1e-12);
     }
     NoGradGuard no_grad;
     const Tensor fused_weights = layer.forward(x, x, x, causal, padding, true).weights;
