@@ -1,7 +1,11 @@
 // The non-template parts of elementwise_map.h: dtype checks and writing into gradient buffers.
 #include "autograd/elementwise_map.h"
 
+#include <algorithm>
 #include <cstring>
+
+#include "autograd/kernels/scratch.h"
+#include "autograd/parallel.h"
 
 namespace tapegrad {
 
@@ -12,6 +16,8 @@ void check_same_float(const Tensor& a, const Tensor& b, const char* op) {
 }
 
 namespace {
+
+struct RowSumPartials;  // write_into_typed's partial sums of rows (kernels/scratch.h)
 
 /// dst (+)= s · src for one float type and mode (`kScaled` false: s is 1 and not applied), over `shape`,
 /// which src covers and dst broadcasts to.
@@ -29,9 +35,32 @@ void write_into_typed(Tensor& dst, const Tensor& src, T s, const Shape& shape) {
   if (dst.is_contiguous() && src.is_contiguous() && src.shape() == shape && dst.numel() > 0 &&
       detail::is_row_of(dst.shape(), shape)) {
     // src is rows laid out like dst (dst sums them: a bias gradient; or one row, dst itself): each row
-    // in turn, no per-row index arithmetic. Threads take columns: each element of dst is still summed by
-    // one thread in row order.
+    // in turn, no per-row index arithmetic.
     const int64_t n = dst.numel(), rows = src.numel() / n;
+    const int64_t parts = std::min<int64_t>(num_threads(), rows / grain_for_elements(n));
+    if (parts > 1) {
+      // Threads take runs of rows, as the row kernels and the products split by rows did: each sums rows its
+      // own core's cache holds, into dst (part 0) or a partial row, and the partials add in part order: the
+      // sums are regrouped by the thread count, never by timing. (Several rows: dst adds, see write_into.)
+      // Threads taking columns read every row, half of them from the other core: `small`'s step ran 0.5-2.5%
+      // faster by rows on a Zen 3, switched step chunk by step chunk (docs/performance.md).
+      T* partials = scratch<T, RowSumPartials>((parts - 1) * n);
+      parallel_for(parts, 1, [&](int64_t first, int64_t last) {
+        for (int64_t p = first; p < last; ++p) {
+          T* sum = p == 0 ? dst.data<T>() : partials + (p - 1) * n;
+          if (p > 0) std::fill(sum, sum + n, T(0));
+          for (int64_t r = rows * p / parts; r < rows * (p + 1) / parts; ++r) {
+            const T* x = ps + r * n;
+            for (int64_t k = 0; k < n; ++k) sum[k] += value(x[k]);
+          }
+        }
+      });
+      T* out = dst.data<T>();
+      for (int64_t p = 1; p < parts; ++p)
+        for (int64_t k = 0; k < n; ++k) out[k] += partials[(p - 1) * n + k];
+      return;
+    }
+    // Else threads take columns: each element of dst is summed by one thread in row order.
     parallel_for(n, grain_for_elements(rows), [&](int64_t begin, int64_t end) {
       const GradPtr<T, kMode> d = pd;  // a local copy: the compiler need not reload it after each store
       for (int64_t r = 0; r < rows; ++r) {
