@@ -485,7 +485,7 @@ TEST_CASE("kernels: batched_gemm equals the triple-loop reference: views, broadc
   const int threads_before = num_threads();
   for (const Case& c : cases) {
     const bool shared = shares_slices(c.c_shape, c.batch);
-    for (int threads : {1, 2}) {
+    for (int threads : {1, 2, 3}) {  // 3: the depth split in three parts
       for (bool accumulate : {false, true}) {
         if (shared && !accumulate) continue;  // summed slices add (beta = 1)
         INFO(c.name << ", " << threads << " threads, beta " << accumulate);
