@@ -223,6 +223,9 @@ struct FeedForwardKind {
         make;
     std::function<int64_t(const EncoderLayerOptions&)> parameter_count = {};
     RefusesFn refuses = {};  // optional: combinations this variant cannot serve
+    // Whether its blocks leave an auxiliary loss (FeedForwardBlock::has_auxiliary_loss): their layers cannot be
+    // checkpointed, which a run asking for that is told before any work.
+    bool auxiliary_loss = false;
     std::vector<SettingSpec> settings = {};  // optional: its own settings (read with settings_of)
   };
 };

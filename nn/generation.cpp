@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "autograd/error.h"
 #include "autograd/ops/views.h"
@@ -25,13 +24,20 @@ void validate(const SamplingOptions& o) {
 int64_t sample_token(std::span<const double> logits, const SamplingOptions& options, Generator& rng) {
   validate(options);
   if (logits.empty()) throw ValueError("sample_token: no logits");
-  const auto V = static_cast<int64_t>(logits.size());
+  for (const double l : logits)  // a NaN would not sort, and an infinity leaves no distribution
+    if (!std::isfinite(l)) {
+      const double largest = *std::max_element(logits.begin(), logits.end());
+      throw NonFiniteLogits(cat("sample_token: a logit is ", l, " (the largest ", largest, "), not a finite number"), 0,
+                            std::isnan(l) ? l : largest);
+    }
   // Most likely first; equal logits by id, so that the same logits always give the same order.
-  std::vector<int64_t> order(static_cast<size_t>(V));
-  std::iota(order.begin(), order.end(), 0);
+  std::vector<int64_t> order;
+  order.reserve(logits.size());
+  for (int64_t id = 0; id < static_cast<int64_t>(logits.size()); ++id)
+    if (id != options.never) order.push_back(id);
+  if (order.empty()) throw ValueError(cat("sample_token: the only token is ", options.never, ", which is never drawn"));
+  const auto V = static_cast<int64_t>(order.size());
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
-  if (!std::isfinite(logits[order.front()]))
-    throw ValueError(cat("sample_token: the largest logit is ", logits[order.front()], ", not a finite number"));
   if (options.temperature == 0) return order.front();
   const int64_t kept = options.top_k > 0 ? std::min(options.top_k, V) : V;
   // softmax(logits / τ) over the kept tokens, from the largest (exp(0) = 1) down.
@@ -98,12 +104,19 @@ std::vector<GeneratedToken> generate(LanguageModel& model, std::span<const int64
   std::vector<GeneratedToken> out;
   out.reserve(static_cast<size_t>(max_new_tokens));
   for (int64_t n = 0; n < max_new_tokens; ++n) {
-    const int64_t id = sample_token(logits, options, rng);
+    int64_t id;
+    try {
+      id = sample_token(logits, options, rng);
+    } catch (const NonFiniteLogits& e) {
+      throw NonFiniteLogits(cat("generate: the logits of new token ", n + 1, " are not finite (the largest is ", e.value, ")"),
+                            n, e.value);
+    }
     out.push_back({id, log_probability(logits, id)});
     if (on_token) on_token(out.back());
     if (n + 1 == max_new_tokens) break;
     if (static_cast<int64_t>(window.size()) == context) {  // full: restart at the last half (rounded up)
-      window.erase(window.begin(), window.end() - (context + 1) / 2);
+      // ... but at most context - 1 tokens, leaving the new one its place: a context of 1 keeps none.
+      window.erase(window.begin(), window.end() - std::min((context + 1) / 2, context - 1));
       window.push_back(id);
       logits = run_window(window);
     } else {

@@ -225,6 +225,7 @@ const bool registered = [] {
          const int64_t E = settings_of<FeedForwardKind>(o.settings, "moe").integer("experts");
          return E * (2 * o.d_model * o.d_ff + o.d_ff + o.d_model) + o.d_model * E + E;
        },
+       .auxiliary_loss = true,
        .settings = {
            // 1024 experts is far beyond any model trained here, and keeps E·(2CF + F + C) within int64.
            {.name = "experts", .type = SettingType::integer, .default_value = int64_t{4}, .min = 1, .max = 1024,

@@ -19,7 +19,7 @@ int64_t evaluation_tokens(int64_t train_batch_size, int64_t context_length) {
   return train_batch_size * context_length;
 }
 
-std::string overflow_cause(const nn::SequenceClassifier& model) {
+std::string overflow_cause(const nn::Module& model, const nn::ClassifierOptions& options) {
   double squares = 0, largest = 0;
   std::string where;
   DType dtype = DType::float32;
@@ -31,7 +31,7 @@ std::string overflow_cause(const nn::SequenceClassifier& model) {
     }
   }
   std::string cause = cat("from finite weights of norm ", std::sqrt(squares), " (largest |w| ", largest, " in '", where, "')");
-  if (const nn::VariantSettings attention = nn::chosen_settings<nn::AttentionKind>(model.options());
+  if (const nn::VariantSettings attention = nn::chosen_settings<nn::AttentionKind>(options);
       attention.declares("temperature") && attention.real("temperature") != 1.0)
     cause += cat(" and attention temperature ", attention.real("temperature"));
   return cat(cause, ": the ", dtype_name(dtype), " forward overflows");

@@ -41,7 +41,8 @@ struct NonFiniteOutput : ValueError {
 /// Why a model with finite weights gives a non-finite output, as facts about it: "from finite weights of
 /// norm 3.2e+31 (largest |w| 1e+30 in 'embed.weight'): the float32 forward overflows", naming the attention
 /// temperature too when it is not 1 (the scores are divided by it).
-std::string overflow_cause(const nn::SequenceClassifier& model);
+std::string overflow_cause(const nn::Module& model, const nn::ClassifierOptions& options);
+inline std::string overflow_cause(const nn::SequenceClassifier& model) { return overflow_cause(model, model.options()); }
 
 /// Logits of every sequence, in the order given, in eval mode under NoGradGuard (the model's mode is
 /// restored after), in batches of at most max_tokens padded tokens (at least one sequence each). A

@@ -45,6 +45,9 @@ TrainOptions resumed_options(const json& state, const std::string& state_path, c
   };
   relocate(given.data, o.data, "--data", "pipe");
   relocate(given.valid, o.valid, "--valid", "valid_pipe");
+  validate_activation_checkpointing(o, [&dir](std::string_view field) {  // the flag given now, and the run's --ffn
+    return field == "model.ffn" ? cat(dir, "'s --ffn") : std::string("--activation-checkpointing");
+  });
   try {
     validate(o);
   } catch (const ValueError& e) {

@@ -92,6 +92,17 @@ void validate_language_model_run(const TrainOptions& o, const OptionNames& name)
 
 }  // namespace
 
+void validate_activation_checkpointing(const TrainOptions& o, const OptionNames& name) {
+  if (o.activation_checkpointing != "auto" && o.activation_checkpointing != "on" && o.activation_checkpointing != "off")
+    throw ValueError(cat(name("activation_checkpointing"), " must be auto, on or off, got '", o.activation_checkpointing, "'"));
+  // A layer's auxiliary loss (moe's load balancing) is recorded when its forward runs; a checkpointed layer's
+  // forward runs again in backward, too late to add it. auto leaves such layers whole.
+  if (o.activation_checkpointing == "on" && o.model.n_layers > 0 &&
+      nn::component<nn::FeedForwardKind>(o.model.ffn).auxiliary_loss)
+    throw ValueError(cat(name("activation_checkpointing"), " on cannot recompute the layers of ", name("model.ffn"), " ",
+                         o.model.ffn, ": their auxiliary loss is recorded as their forward runs (use auto or off)"));
+}
+
 int64_t language_model_context(const TrainOptions& o) {
   return o.context_length > 0 ? o.context_length : kDefaultLanguageModelContext;
 }
@@ -158,8 +169,7 @@ void validate(const TrainOptions& o, const OptionNames& name) {
     throw ValueError(cat(name("optimizer"), ": ", optim::optimizers().unknown(o.optimizer)));
   if (!optim::schedules().find(o.schedule))
     throw ValueError(cat(name("schedule"), ": ", optim::schedules().unknown(o.schedule)));
-  if (o.activation_checkpointing != "auto" && o.activation_checkpointing != "on" && o.activation_checkpointing != "off")
-    throw ValueError(cat(name("activation_checkpointing"), " must be auto, on or off, got '", o.activation_checkpointing, "'"));
+  validate_activation_checkpointing(o, name);
   check_memory_before_data(o, name);  // last: it needs every size in range
   std::error_code ec;
   if (std::filesystem::exists(o.out, ec) && !std::filesystem::is_directory(o.out, ec))

@@ -109,6 +109,10 @@ std::string option_field_name(std::string_view field);
 /// were given.
 void validate(const TrainOptions& options, const OptionNames& name = option_field_name);
 
+/// Refuses an activation_checkpointing other than auto, on or off, and "on" for layers whose ffn leaves an
+/// auxiliary loss (FeedForwardKind's auxiliary_loss: moe), naming the options as `name` does.
+void validate_activation_checkpointing(const TrainOptions& options, const OptionNames& name);
+
 nlohmann::json to_json(const TrainOptions& options);
 /// The options object of trainer.json (path names the file in errors), read as strictly as config.json:
 /// every key present (log_every and overwrite may be absent in older runs), of exactly its type, no

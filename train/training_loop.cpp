@@ -11,6 +11,7 @@
 #include "optim/clip.h"
 #include "train/evaluate.h"
 #include "train/io/interrupt.h"
+#include "train/io/shell_command.h"
 #include "train/publish_run.h"
 #include "train/report/metrics.h"
 #include "train/report/progress.h"
@@ -33,7 +34,19 @@ const MetricsRow* last_validation(const std::vector<MetricsRow>& rows) {
 /// The command that continues the run, for the messages of a run that stops early.
 std::string resume_command(const Run& run) {
   const int ranks = run.ranks.comm->size();
-  return cat(ranks > 1 ? cat("mpirun -np ", ranks, " ") : "", "tapegrad train --resume ", run.options.out);
+  return cat(ranks > 1 ? cat("mpirun -np ", ranks, " ") : "", suggested_command({"train", "--resume", run.options.out}));
+}
+
+/// A prompt that `generate` takes from this run's checkpoint: the text of the first validation tokens, at most
+/// 16 and at most the context, so long as that text encodes again to 1 .. context tokens (an <unk> decodes to
+/// its five characters, a subword text may split otherwise).
+std::string suggested_prompt(const Tokenizer& tokenizer, const std::vector<int64_t>& tokens, int64_t context) {
+  for (auto n = std::min<int64_t>({static_cast<int64_t>(tokens.size()), context, 16}); n > 0; --n) {
+    std::string text = tokenizer.decode({tokens.data(), static_cast<size_t>(n)});
+    const auto encoded = static_cast<int64_t>(tokenizer.encode(text).size());
+    if (encoded >= 1 && encoded <= context) return text;
+  }
+  return tokenizer.token(tokens.empty() || tokens.front() == Tokenizer::kUnk ? 1 % tokenizer.vocab_size() : tokens.front());
 }
 
 /// Wall-clock seconds since it was made or last asked, so that the loop can charge every moment to exactly
@@ -225,8 +238,7 @@ class TrainingLoop {
     s.out = run_.options.out;
     s.sample_text = run_.data.valid.front().text;
     if (run_.data.tokenizer) {  // a prompt: the first tokens of the validation text
-      const std::vector<int64_t>& tokens = run_.data.valid.front().tokens;
-      s.sample_text = run_.data.tokenizer->decode({tokens.data(), std::min<size_t>(tokens.size(), 16)});
+      s.sample_text = suggested_prompt(*run_.data.tokenizer, run_.data.valid.front().tokens, run_.options.context_length);
       s.language_model = true;
       s.final_bits_per_character = s.final_loss / std::log(2.0) / run_.data.valid_characters_per_token;
     }

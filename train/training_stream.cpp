@@ -1,11 +1,11 @@
 #include "train/training_stream.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <utility>
 
 #include "train/data/tsv.h"
+#include "train/io/fingerprint.h"
 #include "train/io/read_file.h"
 #include "train/next_token_model.h"
 
@@ -24,37 +24,14 @@ int64_t longest_sequence(const std::vector<Example>& examples) {
   return longest;
 }
 
-/// A fingerprint of labelled examples as read, or of a text (FNV-1a over labels and texts, 16 hex digits):
-/// trainer.json keeps it, and --resume goes on only with the data the run started with, whatever path or
-/// pipe brings it.
-class Fingerprint {
- public:
-  void mix(std::string_view bytes, char end) {
-    for (char c : bytes) hash_ = (hash_ ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
-    hash_ = (hash_ ^ static_cast<unsigned char>(end)) * 0x100000001b3ULL;
-  }
-  std::string hex() const {
-    char text[17];
-    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash_));
-    return text;
-  }
-
- private:
-  uint64_t hash_ = 0xcbf29ce484222325ULL;
-};
-
-std::string fingerprint(const std::vector<Example>& examples) {
+/// A fingerprint of labelled examples as read (labels and texts, train/io/fingerprint.h): trainer.json keeps
+/// it, and --resume goes on only with the data the run started with, whatever path or pipe brings it.
+std::string examples_fingerprint(const std::vector<Example>& examples) {
   Fingerprint hash;
   for (const Example& e : examples) {
     hash.mix(e.label, '\t');
     hash.mix(e.text, '\n');
   }
-  return hash.hex();
-}
-
-std::string fingerprint(std::string_view text) {
-  Fingerprint hash;
-  hash.mix(text, '\n');
   return hash.hex();
 }
 
@@ -89,9 +66,9 @@ TrainingData load_text_data(const TrainOptions& o, const Tokenizer* fixed_tokeni
   if (o.valid.empty()) {  // the end of the text: one contiguous piece, so no validation window overlaps training
     const auto held_out = static_cast<int64_t>(static_cast<double>(train.size()) * o.valid_fraction);
     if (held_out < 2 || static_cast<int64_t>(train.size()) - held_out < 2)
-      throw ValueError(cat(o.data, ": ", train.size(), train.size() == 1 ? " token is" : " tokens are",
-                           " too few to hold out ", o.valid_fraction,
-                           " of them and train on the rest (each part needs at least 2 tokens); give more text or --valid"));
+      throw ValueError(cat("--valid-fraction ", o.valid_fraction, " of the ", train.size(), " tokens of ", o.data,
+                           " holds out ", held_out, " and trains on ", static_cast<int64_t>(train.size()) - held_out,
+                           ": each part needs at least 2 tokens; give another --valid-fraction, more text or --valid"));
     valid.assign(train.end() - held_out, train.end());
     train.resize(train.size() - static_cast<size_t>(held_out));
   } else {
@@ -181,14 +158,14 @@ TrainingData load_training_data(const TrainOptions& o, const Vocab* fixed_vocab,
     d.longest = o.task.max_len;
   } else {
     std::vector<Example> train = read_tsv(o.data).examples;
-    d.sources = {{"fingerprint", fingerprint(train)}, {"pipe", is_pipe(o.data)}};
+    d.sources = {{"fingerprint", examples_fingerprint(train)}, {"pipe", is_pipe(o.data)}};
     if (o.valid.empty()) {
       Split parts = split(train, o.valid_fraction, o.seed);
       train = std::move(parts.train);
       d.valid = std::move(parts.valid);
     } else {
       d.valid = read_tsv(o.valid).examples;
-      d.sources["valid_fingerprint"] = fingerprint(d.valid);
+      d.sources["valid_fingerprint"] = examples_fingerprint(d.valid);
       d.sources["valid_pipe"] = is_pipe(o.valid);
     }
     if (train.empty())

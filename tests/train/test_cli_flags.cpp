@@ -132,6 +132,8 @@ TEST_CASE("train: cli every train flag is refused in each mode its row says it h
     if (row.is(cli::kLayerSetting)) refused(mode + "--layers 0 " + flag, row.name + " configures the encoder layers");
     if (row.is(cli::kFixedSet)) refused("train " + flag, row.name + " needs a fixed training set");
     if (row.is(cli::kLanguageModelOnly)) refused("train " + flag, row.name + " applies to --task lm only");
+    if (row.is(cli::kBpeOnly))
+      refused("train --task lm --data x.txt " + flag, row.name + " applies to --tokenizer bpe only, not characters");
     if (row.is(cli::kClassifierOnly))
       refused("train --task lm --data x.txt " + flag, row.name + " does not apply to --task lm");
     // A component's setting with the default variant not declaring it: "--top-k applies to --ffn moe only".

@@ -139,11 +139,20 @@ std::string checkpoint_kind(const std::string& dir) {
 }
 
 LoadedLanguageModel load_language_model(const std::string& dir) {
-  const nn::LanguageModelOptions options = read_language_model_config(dir + "/config.json");
+  const std::string config_path = dir + "/config.json";
+  const nlohmann::json config = parse_json_strictly(read_whole_file(config_path, kJsonFileLimit), config_path, 2);
+  const nn::LanguageModelOptions options = language_model_options_from_json(config, config_path);
   LoadedLanguageModel loaded{options, Tokenizer::load(dir + "/tokenizer.json"), nullptr};
   if (loaded.tokenizer.vocab_size() != options.vocab_size)
     throw IOError(cat(dir, "/tokenizer.json: ", loaded.tokenizer.vocab_size(), " tokens, but config.json says vocab_size ",
                       options.vocab_size));
+  // The tokenizer is part of the model: the embedding's row i was trained on the text of token i. An edited or
+  // swapped tokenizer.json of the right size would read every text with other ids, and nothing else notices.
+  if (const std::string recorded = tokenizer_digest_of(config, config_path);
+      !recorded.empty() && recorded != loaded.tokenizer.digest())
+    throw IOError(cat(dir, "/tokenizer.json: not the tokenizer this model was trained with (its digest is ",
+                      loaded.tokenizer.digest(), ", config.json's ", kTokenizerDigestKey, " is ", recorded,
+                      "): the tokens or their order were changed"));
   const SafetensorsFile weights = read_checked_weights(dir, nn::parameter_count(options));
   Generator unused(0);
   loaded.model = std::make_unique<nn::LanguageModel>(options, unused, std::make_shared<Generator>(0));
@@ -169,7 +178,9 @@ void write_checkpoint_folder(const std::string& dir, const CheckpointContents& c
     for (auto& [name, t] : c.model->state_dict()) weights.emplace_back(name, t.to(DType::float32));
     save_safetensors(dir + "/model.safetensors", weights, {{"format", "pt"}});
   }
-  write_file_atomic(dir + "/config.json", c.config.dump(2) + "\n");
+  nlohmann::json config = c.config;
+  if (c.tokenizer) config[kTokenizerDigestKey] = c.tokenizer->digest();  // load_language_model compares them
+  write_file_atomic(dir + "/config.json", config.dump(2) + "\n");
   if (c.vocab) c.vocab->save(dir + "/vocab.txt");
   if (c.labels) {
     std::string labels;

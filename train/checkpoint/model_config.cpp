@@ -162,6 +162,8 @@ nn::LanguageModelOptions language_model_options_from_json(const json& config, co
   // be a JSON boolean (not 1, not "true").
   const bool tie_embeddings = top.has("tie_embeddings") && top.boolean("tie_embeddings");
   body.erase("tie_embeddings");
+  tokenizer_digest_of(config, file, prefix);  // the tokenizer's, not the model's: checked here, compared by the loader
+  body.erase(kTokenizerDigestKey);
   // What a language model always is, in the classifier's terms (nn::body_options).
   const std::pair<const char*, json> implied[] = {
       {"num_classes", 2}, {"pool", "mean"}, {"final_norm", true}, {"pad_id", -1}};
@@ -177,6 +179,18 @@ nn::LanguageModelOptions language_model_options_from_json(const json& config, co
     throw IOError(e.what());
   }
   return options;
+}
+
+std::string tokenizer_digest_of(const json& config, const std::string& file, const std::string& prefix) {
+  JsonFields top(config, file, prefix);
+  if (!top.has(kTokenizerDigestKey)) return "";
+  const std::string digest = top.string(kTokenizerDigestKey);
+  const bool hex = digest.size() == 16 && std::all_of(digest.begin(), digest.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+  if (!hex)
+    throw IOError(cat(file, ": ", top.quoted(kTokenizerDigestKey), " must be 16 lowercase hex digits, got \"", digest, "\""));
+  return digest;
 }
 
 nn::ClassifierOptions parse_model_config(std::string_view text, const std::string& name) {

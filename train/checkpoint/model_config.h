@@ -43,9 +43,18 @@ nlohmann::json language_model_config_json(const nn::LanguageModelOptions& option
 /// The inverse of language_model_config_json, read as strictly as a classifier's (model_options_from_json)
 /// and validated as a language model; "kind" must be "language_model", and a classifier's own keys
 /// (num_classes, pool, final_norm, pad_id) are refused. "tie_embeddings", added later, may be absent (an
-/// older file: false) and must otherwise be a boolean. IOError naming `file` and the key.
+/// older file: false) and must otherwise be a boolean; "tokenizer_digest" (tokenizer_digest_of) is checked and
+/// left to the caller. IOError naming `file` and the key.
 nn::LanguageModelOptions language_model_options_from_json(const nlohmann::json& config, const std::string& file,
                                                           const std::string& prefix = "");
+
+/// config.json's key for the digest of the tokenizer a language model was trained with (Tokenizer::digest):
+/// written with every checkpoint that holds a tokenizer, compared with its tokenizer.json by every reader
+/// (load_language_model). Files from before it lack it.
+inline constexpr const char* kTokenizerDigestKey = "tokenizer_digest";
+/// The recorded digest of a language model's config.json object: 16 lowercase hex digits, or "" when the key
+/// is absent (an older file); anything else is an IOError naming `file` and the key.
+std::string tokenizer_digest_of(const nlohmann::json& config, const std::string& file, const std::string& prefix = "");
 
 /// Reads a language model's config.json (a regular file or a pipe, at most 16 MiB) and parses it.
 nn::LanguageModelOptions read_language_model_config(const std::string& path);

@@ -18,6 +18,7 @@
 #include "train/cli/predict_command.h"
 #include "train/cli/train_command.h"
 #include "train/io/interrupt.h"
+#include "train/io/shell_command.h"
 
 using namespace tapegrad;
 using namespace tapegrad::cli;
@@ -26,13 +27,14 @@ int tapegrad::cli::main(int argc, char** argv) {
   // Past a file-size limit (ulimit -f), write() fails with EFBIG, which the checkpoint code reports with
   // the file's name, instead of SIGXFSZ killing the process without a word.
   std::signal(SIGXFSZ, SIG_IGN);
+  if (argc > 0) set_command_name(argv[0]);  // the commands tapegrad suggests name the program as it was started
   CLI::App app{"tapegrad: a from-scratch training framework with a dynamic tape autograd"};
   app.require_subcommand(1);
   TrainFlags train_flags;
   EvalFlags eval_flags;
   PredictFlags predict_flags;
   GradcheckFlags gradcheck_flags;
-  add_train(app, train_flags, argv[0]);
+  add_train(app, train_flags);
   add_eval(app, eval_flags);
   add_predict(app, predict_flags);
   GenerateFlags generate_flags;

@@ -1,6 +1,8 @@
 #include "train/cli/generate_command.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -37,8 +39,17 @@ std::vector<int64_t> prompt_ids(const std::string& prompt, const LoadedLanguageM
   return ids;
 }
 
+/// bytes to stdout, flushed: a failed write (a full disk, /dev/full, a closed pipe) is an IOError at once, so
+/// that no line after it says the text was written.
+void write_stdout(std::string_view bytes) {
+  errno = 0;
+  if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
+    throw IOError(cat("stdout: could not write the generated text", errno ? cat(" (", std::strerror(errno), ")") : ""));
+}
+
 /// Prints what the text gained since the last call: decoding the whole sequence each time keeps whatever the
-/// tokenizer puts between tokens (a word's space, a subword's joined pieces) exactly as decode() would.
+/// tokenizer puts between tokens (a word's space, a subword's joined pieces) exactly as decode() would. The
+/// prompt is printed with the first new token, once its logits were found finite.
 class TextStream {
  public:
   TextStream(const Tokenizer& tokenizer, std::vector<int64_t> ids) : tokenizer_(tokenizer), ids_(std::move(ids)) {
@@ -49,9 +60,10 @@ class TextStream {
     ids_.push_back(id);
     std::string now = tokenizer_.decode(ids_);
     if (print) {
+      if (!printed_prompt_) write_stdout(shown_);
+      printed_prompt_ = true;
       const size_t common = now.compare(0, shown_.size(), shown_) == 0 ? shown_.size() : 0;
-      std::fwrite(now.data() + common, 1, now.size() - common, stdout);
-      std::fflush(stdout);
+      write_stdout(std::string_view(now).substr(common));
     }
     shown_ = std::move(now);
   }
@@ -60,7 +72,26 @@ class TextStream {
   const Tokenizer& tokenizer_;
   std::vector<int64_t> ids_;
   std::string shown_;
+  bool printed_prompt_ = false;
 };
+
+/// A flag that would have no effect is refused by name: greedy decoding (--temperature 0) draws nothing, so
+/// neither the sampling flags nor the seed change its text.
+void refuse_flags_without_effect(const CLI::App& cmd, const GenerateFlags& f) {
+  if (f.sampling.temperature != 0) return;
+  for (const char* flag : {"--top-k", "--top-p", "--seed"})
+    if (cmd.get_option(flag)->count() > 0)
+      throw ValueError(cat(flag, " has no effect with --temperature 0, which always takes the most likely token"));
+}
+
+/// The prompt's characters the tokenizer lacks read as <unk>: said on stderr, since the model continues
+/// another text than the one typed.
+void note_unknown_prompt_tokens(const std::vector<int64_t>& prompt) {
+  const auto unknown = std::count(prompt.begin(), prompt.end(), Tokenizer::kUnk);
+  if (unknown > 0)
+    std::fprintf(stderr, "note: --prompt: %lld of its %zu tokens are not in the checkpoint's tokenizer and read as <unk>\n",
+                 static_cast<long long>(unknown), prompt.size());
+}
 
 }  // namespace
 
@@ -78,7 +109,7 @@ void add_generate(CLI::App& app, GenerateFlags& f) {
   add_integer_option(cmd, "--seed", f.seed, "Seed of the sampling: the same seed gives the same text")->capture_default_str();
   cmd->add_flag("--no-cache", f.no_cache, "Recompute the whole window at every token instead of keeping each layer's keys and values (slower; the same text)");
   cmd->add_flag("--json", f.json, "Print one JSON object at the end: the prompt, each new token with its id and log-probability, the text");
-  cmd->callback([&f] {
+  cmd->callback([&f, cmd] {
     // Before the checkpoint is read: a flag's mistake is named first, by the flag.
     nn::validate(f.sampling, [](std::string_view field) {
       std::string flag = cat("--", field);
@@ -87,36 +118,43 @@ void add_generate(CLI::App& app, GenerateFlags& f) {
     });
     if (f.max_new_tokens < 1 || f.max_new_tokens > kMaxNewTokens)
       throw ValueError(cat("--max-new-tokens must be in [1, ", kMaxNewTokens, "], got ", f.max_new_tokens));
+    refuse_flags_without_effect(*cmd, f);
     LoadedLanguageModel loaded = load_language_model_for_outputs(f.checkpoint);
+    if (f.no_cache && !loaded.model->supports_kv_cache())
+      throw ValueError(cat("--no-cache has no effect: the attention of ", f.checkpoint,
+                           " keeps no cache, so every token recomputes its window anyway"));
+    if (loaded.tokenizer.vocab_size() < 2)
+      throw IOError(cat(f.checkpoint, "/tokenizer.json: no token but <unk>: there is no text to generate"));
     const std::vector<int64_t> prompt = prompt_ids(f.prompt, loaded);
+    note_unknown_prompt_tokens(prompt);
     TextStream text(loaded.tokenizer, prompt);
-    if (!f.json) {
-      std::fputs(text.text().c_str(), stdout);
-      std::fflush(stdout);
-    }
     Generator rng(f.seed);
     const bool cached = !f.no_cache && loaded.model->supports_kv_cache();
+    nn::SamplingOptions sampling = f.sampling;
+    sampling.never = Tokenizer::kUnk;  // <unk> stands for text the tokenizer lacks: no text to write
     const auto start = std::chrono::steady_clock::now();
-    const std::vector<nn::GeneratedToken> tokens =
-        nn::generate(*loaded.model, prompt, f.max_new_tokens, f.sampling, rng, cached,
-                     [&](const nn::GeneratedToken& token) { text.add(token.id, !f.json); });
+    std::vector<nn::GeneratedToken> tokens;
+    try {
+      tokens = nn::generate(*loaded.model, prompt, f.max_new_tokens, sampling, rng, cached,
+                            [&](const nn::GeneratedToken& token) { text.add(token.id, !f.json); });
+    } catch (const nn::NonFiniteLogits& e) {
+      throw ValueError(cat(f.checkpoint, ": the logits of new token ", e.position + 1, " are not finite (the largest is ",
+                           e.value, ") ", overflow_cause(*loaded.model, nn::body_options(loaded.options))));
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (f.json) {
       json generated = json::array();
       for (const nn::GeneratedToken& t : tokens)
         generated.push_back({{"id", t.id}, {"text", loaded.tokenizer.token(t.id)}, {"log_prob", t.log_prob}});
-      std::cout << json{{"prompt", f.prompt},          {"prompt_tokens", prompt},
-                        {"tokens", generated},         {"text", text.text()},
-                        {"kv_cache", cached},          {"seconds", seconds}}
-                       .dump()
-                << std::endl;
+      write_stdout(json{{"prompt", f.prompt},  {"prompt_tokens", prompt}, {"tokens", generated},
+                        {"text", text.text()}, {"kv_cache", cached},      {"seconds", seconds}}
+                       .dump() + "\n");
       return;
     }
-    std::fputs("\n", stdout);
-    std::fflush(stdout);  // the text before the timing line, where both go to one terminal
+    write_stdout("\n");  // the text, all of it written, before the timing line, where both go to one terminal
     std::fprintf(stderr, "%zu tokens in %.2f s (%.1f tokens/s, %s)\n", tokens.size(), seconds,
                  static_cast<double>(tokens.size()) / std::max(seconds, 1e-9),
-                 cached ? "KV cache" : f.no_cache ? "no cache: --no-cache" : "no cache: the model's attention keeps none");
+                 cached ? "KV cache" : "no cache: --no-cache");
   });
 }
 

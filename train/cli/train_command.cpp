@@ -11,6 +11,7 @@
 #include "train/cli/number_flags.h"
 #include "train/cli/train_flags.h"
 #include "train/io/interrupt.h"
+#include "train/io/shell_command.h"
 #include "train/checkpoint/checkpoint.h"
 #include "train/checkpoint/model_config.h"
 #include "train/trainer.h"
@@ -18,13 +19,6 @@
 namespace tapegrad::cli {
 
 namespace {
-
-/// text as one shell word, whatever it contains, for a command line the user can paste.
-std::string shell_quoted(const std::string& text) {
-  std::string quoted = "'";
-  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
 
 /// --momentum (the kMomentum rows) with an optimizer whose registration does not read it: "--momentum applies
 /// to --optimizer sgd only, not adamw". An unregistered optimizer reads none (validate() names it after).
@@ -117,6 +111,8 @@ void refuse_flags_without_effect(const CLI::App& cmd, const std::vector<TrainFla
                                   "checkpoint's (only the training-only ", training_only_flags(table), " can)"));
     check_init_settings(cmd, f);  // the variants are the checkpoint's: its config.json says which settings apply
   }
+  if (language_model && f.options.tokenizer != "bpe")  // characters and words take every one the text has
+    refuse(with(kBpeOnly), cat("applies to --tokenizer bpe only, not ", f.options.tokenizer));
   refuse_momentum(table, f, given);
   if (!given("--data") && !given("--train-size")) refuse(with(kFixedSet), "needs a fixed training set (--data or --train-size)");
   // With no encoder layer, the layers' own settings change nothing (--pool cls refuses --layers 0 itself).
@@ -148,11 +144,11 @@ void check_flag_values(const TrainFlags& f) {
 
 }  // namespace
 
-void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
+void add_train(CLI::App& app, TrainFlags& f) {
   auto* cmd = app.add_subcommand("train", "Train a transformer encoder classifier on a built-in task or a TSV file, or a language model on a text file (--task lm)");
   const std::vector<TrainFlag> table = train_flag_table(f);  // every flag, defined from its row
   for (const TrainFlag& row : table) row.add(cmd);
-  cmd->callback([&f, program, cmd, table] {
+  cmd->callback([&f, cmd, table] {
     const auto check_flags = [&] {
       refuse_flags_without_effect(*cmd, table, f);
       if (f.resume.empty()) check_flag_values(f);  // a resumed run's options are the saved ones, checked on loading
@@ -209,9 +205,11 @@ void add_train(CLI::App& app, TrainFlags& f, const std::string& program) {
     if (f.json) {
       std::cout << to_json(summary).dump() << std::endl;
     } else if (f.resume.empty()) {
-      std::fprintf(stderr, "try: %s %s --checkpoint %s %s %s\n", program.c_str(),
-                   summary.language_model ? "generate" : "predict", shell_quoted(summary.out).c_str(),
-                   summary.language_model ? "--prompt" : "--text", shell_quoted(summary.sample_text).c_str());
+      // "--prompt=...": a text that starts with '-' is still the flag's value.
+      const std::string command =
+          suggested_command({summary.language_model ? "generate" : "predict", "--checkpoint", summary.out,
+                             cat(summary.language_model ? "--prompt=" : "--text=", summary.sample_text)});
+      std::fprintf(stderr, "try: %s\n", command.c_str());
     }
   });
 }

@@ -10,8 +10,8 @@
 
 namespace tapegrad::cli {
 
-/// Adds the train subcommand; `program` is argv[0], for the predict command it suggests at the end.
-void add_train(CLI::App& app, TrainFlags& flags, const std::string& program);
+/// Adds the train subcommand.
+void add_train(CLI::App& app, TrainFlags& flags);
 
 
 }  // namespace tapegrad::cli

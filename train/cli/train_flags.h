@@ -51,6 +51,7 @@ enum FlagProperty : unsigned {
   kMomentum = 1u << 7,       // the momentum: refused with an optimizer whose registration does not read it
   kLanguageModelOnly = 1u << 8,  // configures a language model (--task lm): refused otherwise
   kClassifierOnly = 1u << 9,     // configures a classifier or its data: refused with --task lm
+  kBpeOnly = 1u << 10,           // configures a learnt or given SentencePiece model: refused without --tokenizer bpe
 };
 
 struct TrainFlag {

@@ -1,11 +1,11 @@
 #include "train/data/tokenizer.h"
 
 #include <sentencepiece_processor.h>
-#include <sentencepiece_trainer.h>
 #include <utf8.h>
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <set>
@@ -13,9 +13,11 @@
 #include <utility>
 
 #include "autograd/error.h"
+#include "train/data/sentencepiece_reason.h"
 #include "train/data/vocab.h"
 #include "train/io/atomic_file.h"
 #include "train/io/base64.h"
+#include "train/io/fingerprint.h"
 #include "train/io/read_file.h"
 #include "train/io/strict_json.h"
 #include "train/io/text_lines.h"
@@ -23,8 +25,6 @@
 namespace tapegrad {
 
 namespace {
-
-constexpr const char* kUnkToken = "<unk>";
 
 /// tokenizer.json holds one token a vocabulary entry: a few MB even for a large word list. A bpe one holds
 /// its SentencePiece model in base64, 4/3 of the model's size, so it takes any model the limit below takes.
@@ -35,8 +35,6 @@ constexpr FileLimit kSentencePieceModelLimit{"a SentencePiece model", uint64_t{3
 /// The name bpe's SentencePiece model is saved under, beside tokenizer.json.
 constexpr const char* kSentencePieceModelName = "tokenizer.model";
 
-// SentencePiece's trainer drops a training line that holds U+2585 ('▅'), its sign for an unknown character.
-constexpr std::string_view kUnknownSign = "\u2585";
 
 /// The names of the kinds, in the enum's order: the one table both directions read.
 constexpr std::array<const char*, 3> kKindNames = {"characters", "words", "bpe"};
@@ -60,6 +58,19 @@ std::vector<std::string> characters_of(std::string_view text) {
   return out;
 }
 
+/// The code point of a one-character UTF-8 string, and as 4 or more hex digits.
+char32_t code_point(const std::string& character) {
+  auto it = character.begin();
+  return utf8::unchecked::next(it);
+}
+std::string code_point_hex(const std::string& character) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%04X", static_cast<unsigned>(code_point(character)));
+  return text;
+}
+
+}  // namespace
+
 /// What SentencePiece says went wrong, without the source file and the failed condition it puts first
 /// ("./src/trainer_interface.cc(660) [...] "), which tell a user nothing; `otherwise` when nothing else is left.
 std::string sentencepiece_reason(const sentencepiece::util::Status& status, const char* otherwise) {
@@ -72,49 +83,6 @@ std::string sentencepiece_reason(const sentencepiece::util::Status& status, cons
   while (!message.empty() && (message.back() == ' ' || message.back() == '.')) message.pop_back();
   return message.empty() ? otherwise : message;
 }
-
-/// The training text as SentencePiece's trainer takes it: one sentence at a time, each a line with its
-/// '\n' kept, so that newlines are characters of the vocabulary like any other (a piece may end with one,
-/// "." + "\n"; none holds one inside, since no sentence does). A line is also cut at each U+2585, which
-/// the trainer would drop the whole line for: the rest of the line still counts.
-class TrainingSentences : public sentencepiece::SentenceIterator {
- public:
-  explicit TrainingSentences(std::string_view text) {
-    for (size_t start = 0; start < text.size();) {
-      const size_t newline = text.find('\n', start);
-      const size_t end = newline == std::string_view::npos ? text.size() : newline + 1;
-      const std::string_view line = text.substr(start, end - start);
-      for (size_t from = 0;;) {
-        const size_t sign = line.find(kUnknownSign, from);
-        const std::string_view part = line.substr(from, sign == std::string_view::npos ? line.npos : sign - from);
-        if (!part.empty()) sentences_.push_back(part);
-        if (sign == std::string_view::npos) break;
-        from = sign + kUnknownSign.size();
-      }
-      start = end;
-    }
-    if (!sentences_.empty()) current_ = sentences_[0];
-  }
-  size_t longest() const {
-    size_t n = 0;
-    for (const std::string_view s : sentences_) n = std::max(n, s.size());
-    return n;
-  }
-
-  bool done() const override { return next_ >= sentences_.size(); }
-  void Next() override {
-    if (++next_ < sentences_.size()) current_ = sentences_[next_];
-  }
-  const std::string& value() const override { return current_; }
-  sentencepiece::util::Status status() const override { return {}; }
-
- private:
-  std::vector<std::string_view> sentences_;  // views of the text: a large corpus is not copied whole
-  size_t next_ = 0;
-  std::string current_;
-};
-
-}  // namespace
 
 void check_corpus_text(std::string_view text, const std::string& path) {
   if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
@@ -175,79 +143,6 @@ Tokenizer Tokenizer::learn(Kind kind, std::string_view text, const std::string& 
       if (seen.insert(word).second) tokens.push_back(word);
   }
   return Tokenizer(kind, std::move(tokens));
-}
-
-Tokenizer Tokenizer::learn_bpe(std::string_view text, int64_t vocab_size, const std::string& what) {
-  try {
-    check_corpus_text(text, what);
-  } catch (const IOError& e) {
-    throw ValueError(e.what());
-  }
-  // BPE starts from every character of the text (character_coverage 1 below) and <unk>, then adds one
-  // merged pair a token. SentencePiece writes a space as U+2581 ('▁'), so the two are one character here.
-  std::set<char32_t> characters;
-  for (auto it = text.begin(); it != text.end();) {
-    const char32_t c = utf8::unchecked::next(it);
-    characters.insert(c == U' ' ? U'\u2581' : c);
-  }
-  const auto smallest = static_cast<int64_t>(characters.size()) + 1;
-  if (vocab_size < smallest)
-    throw ValueError(cat("vocab size ", vocab_size, " is below the ", characters.size(), " distinct characters of ",
-                         what, " + 1 (<unk>): BPE starts from every character, so at least ", smallest));
-  // SentencePiece numbers pieces with int.
-  if (vocab_size > std::numeric_limits<int>::max())
-    throw ValueError(
-        cat("vocab size ", vocab_size, " is above SentencePiece's largest, ", std::numeric_limits<int>::max()));
-
-  TrainingSentences sentences(text);
-  constexpr size_t kLongestSentence = size_t{1} << 30;  // SentencePiece's bound on max_sentence_length
-  if (sentences.longest() > kLongestSentence)
-    throw ValueError(cat(what, ": a line of ", sentences.longest(), " bytes: SentencePiece takes lines of up to ",
-                         kLongestSentence));
-  // SentencePiece's trainer never makes a tab a piece (it marks a boundary inside the trainer) and drops
-  // U+2585 (TrainingSentences): each is a piece of its own, a user-defined symbol, when the text has it.
-  std::string symbols;
-  for (const std::string_view s : {std::string_view("\t"), kUnknownSign})
-    if (text.find(s) != std::string_view::npos) symbols += (symbols.empty() ? "" : ",") + std::string(s);
-  const std::unordered_map<std::string, std::string> options = {
-      {"model_type", "bpe"},
-      {"vocab_size", std::to_string(vocab_size)},
-      // Every character of the text is a token (not only the 99.95% most frequent, SentencePiece's default
-      // for large alphabets), so decode(encode(text)) is the text.
-      {"character_coverage", "1"},
-      // No byte_fallback: its 256 byte tokens would cost as many ids and never occur in the training ids
-      // (every character of the text has a token), so the model would never learn them; an unseen
-      // character is <unk> here as in the characters kind.
-      {"byte_fallback", "false"},
-      // The text as it is: no Unicode normalisation (NFKC would turn "ﬁ" into "fi" and a tab into a space),
-      // no space added before the text, runs of spaces kept, so that decoding gives the same bytes back.
-      {"normalization_rule_name", "identity"},
-      {"add_dummy_prefix", "false"},
-      {"remove_extra_whitespaces", "false"},
-      // A run of spaces (indentation) may be one token, as a word is.
-      {"allow_whitespace_only_pieces", "true"},
-      {"user_defined_symbols", symbols},
-      // <unk> is id 0 as in every tokenizer here, and decodes as "<unk>" as theirs do. No <s>, </s> or
-      // <pad>: a language model's windows are cut from one running text, with no sentences to mark.
-      {"unk_id", "0"},
-      {"unk_surface", kUnkToken},
-      {"bos_id", "-1"},
-      {"eos_id", "-1"},
-      {"pad_id", "-1"},
-      // Every line, not a random sample of input_sentence_size of them, and none skipped for its length:
-      // a sample would make the model depend on the seed, and a dropped line could lose a character.
-      {"input_sentence_size", "0"},
-      {"max_sentence_length", std::to_string(std::max<size_t>(sentences.longest(), 10))},
-      // One thread: the same text gives the same model on any machine.
-      {"num_threads", "1"},
-      // Progress and warnings stay quiet (an error comes back as the status, and is ours to report).
-      {"minloglevel", "2"},
-  };
-  std::string model;
-  if (const auto status = sentencepiece::SentencePieceTrainer::Train(options, &sentences, &model); !status.ok())
-    throw ValueError(cat("learning ", vocab_size, " BPE tokens from ", what, ": ",
-                         sentencepiece_reason(status, "SentencePiece's trainer failed")));
-  return from_sentencepiece_bytes(std::move(model), "the SentencePiece model just learnt");
 }
 
 Tokenizer Tokenizer::from_sentencepiece_model(const std::string& path) {
@@ -360,6 +255,12 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path)
       throw IOError(cat(path, ": 'tokens'[", i, "] must be non-empty UTF-8 without NUL bytes"));
     if (i > 0 && kind == Kind::characters && characters_of(token).size() != 1)
       throw IOError(cat(path, ": 'tokens'[", i, "] must be one character, got \"", token, "\""));
+    // learn numbers the characters by code point: ids out of that order are not a tokenizer learn made (two
+    // swapped entries would read every text with the two characters exchanged).
+    if (i > 1 && kind == Kind::characters && code_point(token) <= code_point(tokens.back()))
+      throw IOError(cat(path, ": 'tokens'[", i, "] \"", token, "\" (U+", code_point_hex(token), ") comes after \"",
+                        tokens.back(), "\" (U+", code_point_hex(tokens.back()),
+                        "): a characters tokenizer lists its characters in code-point order"));
     if (i > 0 && kind == Kind::words && split_words(token) != std::vector<std::string>{token})
       throw IOError(cat(path, ": 'tokens'[", i, "] must be one word without whitespace, got \"", token, "\""));
     if (!seen.insert(token).second) throw IOError(cat(path, ": 'tokens'[", i, "] \"", token, "\" appears twice"));
@@ -379,6 +280,17 @@ void Tokenizer::save(const std::string& path) const {
 
 Tokenizer Tokenizer::load(const std::string& path) {
   return from_json(parse_json_strictly(read_whole_file(path, kTokenizerLimit), path, 2), path);
+}
+
+std::string Tokenizer::digest() const {
+  Fingerprint hash;
+  hash.mix(tokenizer_kind_name(kind_), '\n');
+  if (kind_ == Kind::bpe) {
+    hash.mix(model_->bytes, '\n');
+  } else {
+    for (const std::string& token : tokens_) hash.mix(token, '\0');  // no token holds a NUL byte
+  }
+  return hash.hex();
 }
 
 bool operator==(const Tokenizer& a, const Tokenizer& b) {

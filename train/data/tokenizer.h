@@ -33,6 +33,7 @@ class Tokenizer {
  public:
   enum class Kind { characters, words, bpe };
   static constexpr int64_t kUnk = 0;
+  static constexpr const char* kUnkToken = "<unk>";  // <unk>'s text
 
   /// The tokens of `text` (check_corpus_text's rules hold; a ValueError otherwise, naming `what`), for
   /// characters or words; bpe needs a vocabulary size (learn_bpe).
@@ -64,14 +65,20 @@ class Tokenizer {
   /// run directory needs no other file.
   nlohmann::json to_json() const;
   /// The inverse of to_json, read strictly: another kind, a token list that does not start with <unk>, an
-  /// empty or repeated token, (characters) a token that is not exactly one code point, (bpe) a model that
-  /// is not base64 or not a SentencePiece model, or a key of another kind, is an IOError naming `path`.
+  /// empty or repeated token, (characters) a token that is not exactly one code point or out of code-point
+  /// order (the order learn gives them), (words) a token with whitespace, (bpe) a model that is not base64 or
+  /// not a SentencePiece model, or a key of another kind, is an IOError naming `path`.
   static Tokenizer from_json(const nlohmann::json& j, const std::string& path);
   /// tokenizer.json, written atomically and durably (atomic_file.h); bpe also writes its model, the same
   /// bytes, as tokenizer.model in the same folder (first, so that a new tokenizer.json always has its own
   /// model beside it), for the sentencepiece Python package or spm_encode. load reads tokenizer.json alone.
   void save(const std::string& path) const;
   static Tokenizer load(const std::string& path);
+
+  /// A fingerprint of the kind and every token in id order (bpe: the model's bytes), train/io/fingerprint.h:
+  /// config.json records it beside the weights trained with this tokenizer, and every reader of the
+  /// checkpoint compares it with the tokenizer.json it finds (load_language_model).
+  std::string digest() const;
 
   /// The same kind and tokens; bpe: the same model bytes.
   friend bool operator==(const Tokenizer& a, const Tokenizer& b);
