@@ -9,6 +9,7 @@
 #include "train/checkpoint/checkpoint.h"
 #include "train/io/run_directory.h"
 #include "train/io/run_lock.h"
+#include "train/io/shell_command.h"
 #include "train/run_on_ranks.h"
 #include "train/run_setup.h"
 #include "train/run_state.h"
@@ -116,7 +117,8 @@ void set_up_new_run(Run& run, const TrainOptions& options, const ModelBuilder& b
   lock.emplace(options.out, "--out");
   const fs::path out(options.out);
   if (!options.overwrite && (fs::exists(out / "trainer.json") || fs::is_symlink(out / "latest")))
-    throw ValueError(cat("--out ", options.out, " already holds a training run: --resume it, choose another --out, ",
+    throw ValueError(cat("--out ", options.out, " already holds a training run: continue it with `",
+                         suggested_command({"train", "--resume", options.out}), "`, choose another --out, ",
                          "or pass --overwrite to replace it"));
   std::error_code ignored;
   fs::remove(out / "metrics.csv", ignored);

@@ -66,7 +66,7 @@ TrainingData load_text_data(const TrainOptions& o, const Tokenizer* fixed_tokeni
   if (o.valid.empty()) {  // the end of the text: one contiguous piece, so no validation window overlaps training
     const auto held_out = static_cast<int64_t>(static_cast<double>(train.size()) * o.valid_fraction);
     if (held_out < 2 || static_cast<int64_t>(train.size()) - held_out < 2)
-      throw ValueError(cat("--valid-fraction ", o.valid_fraction, " of the ", train.size(), " tokens of ", o.data,
+      throw ValueError(cat("--valid-fraction ", o.valid_fraction, " of the ", train.size(), train.size() == 1 ? " token" : " tokens", " of ", o.data,
                            " holds out ", held_out, " and trains on ", static_cast<int64_t>(train.size()) - held_out,
                            ": each part needs at least 2 tokens; give another --valid-fraction, more text or --valid"));
     valid.assign(train.end() - held_out, train.end());

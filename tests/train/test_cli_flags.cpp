@@ -148,3 +148,70 @@ TEST_CASE("train: cli every train flag is refused in each mode its row says it h
   CHECK(!fs::exists(dir / "run"));
 }
 
+
+TEST_CASE("train: cli every flag of every other subcommand is refused where it would have no effect") {
+  // train's flags are its table's (the test above). Here each flag of the other subcommands, exactly those
+  // --help lists, either has its effect in every use (the reason said) or names the uses where it has none,
+  // each of which must be refused by name; a new flag fails this test until it is placed.
+  TempDir dir("tapegrad_test_cli");
+  const std::string classifier = quote(train_keyword_model(dir));
+  const std::string text = quote(dir.file("text.txt", std::string(40, 'a') + " the cat sat on the mat\n"));
+  const std::string lm = quote(dir / "lm"), linear = quote(dir / "linear");
+  for (const auto& [out, attention] : {std::pair{lm, "softmax"}, {linear, "linear"}})
+    REQUIRE(run_cli(dir, cat("train --task lm --data ", text, " --attention ", attention,
+                             " --d-model 8 --heads 2 --ff 8 --layers 1 --context-length 8 --steps 1 --out ", out))
+                .exit_code == 0);
+  struct Use {
+    std::string args, refusal;  // a use where the flag has no effect, and what its refusal says
+  };
+  struct Flag {
+    std::string name, always;  // always: why the flag has its effect in every use ("" when uses list where not)
+    std::vector<Use> no_effect = {};
+  };
+  const std::string eval_lm = "eval --checkpoint " + lm + " --data " + text;
+  const std::string eval_tsv = "eval --checkpoint " + classifier + " --data " + quote(dir / "train.tsv");
+  const auto task_flag = [&](const std::string& flag, const std::string& value) {
+    return Flag{flag, "", {{cat(eval_tsv, " ", flag, " ", value), flag + " configures a built-in task, which --data replaces"},
+                           {cat(eval_lm, " ", flag, " ", value), flag + " configures a built-in task, not a language model's text"}}};
+  };
+  const std::string generate = "generate --checkpoint " + lm + " --prompt the --temperature 0 ";
+  const auto greedy = [&](const std::string& flag, const std::string& value) {
+    return Flag{flag, "", {{cat(generate, flag, " ", value), flag + " has no effect with --temperature 0"}}};
+  };
+  const std::vector<std::pair<std::string, std::vector<Flag>>> commands = {
+      {"eval",
+       {{"--checkpoint", "the model scored"}, {"--task", "the examples scored"}, {"--data", "the examples scored"},
+        task_flag("--symbols", "5"), task_flag("--min-len", "2"), task_flag("--max-len", "6"),
+        task_flag("--seed", "1"), task_flag("--valid-size", "10"), {"--json", "the form of the output"}}},
+      {"predict",
+       {{"--checkpoint", "the model"}, {"--text", "the texts (instead of stdin)"},
+        {"--attention-svg", "writes the file (refused for a model with no attention weights)"},
+        {"--json", "the form of the output"}}},
+      {"generate",
+       {{"--checkpoint", "the model"}, {"--prompt", "the text continued"}, {"--max-new-tokens", "the text's length"},
+        {"--temperature", "the distribution drawn from"}, greedy("--top-k", "3"), greedy("--top-p", "0.5"), greedy("--seed", "2"),
+        {"--no-cache", "", {{"generate --checkpoint " + linear + " --prompt the --no-cache", "--no-cache has no effect"}}},
+        {"--json", "the form of the output"}}},
+      {"gradcheck", {{"--json", "the form of the output"}, {"--filter", "the cases run"}, {"--list", "lists instead of running"}}},
+      {"bench",
+       {{"--config", "the models timed"}, {"--d-model", "the model timed"}, {"--heads", "the model timed"},
+        {"--ff", "the model timed"}, {"--layers", "the model timed"}, {"--context-length", "the model timed"},
+        {"--batch-size", "the step timed"}, {"--warmup", "the untimed steps"}, {"--steps", "the timed steps"},
+        {"--threads", "the threads timed"}, {"--activation-checkpointing", "the step timed"},
+        {"--json", "the form of the output"}, {"--profile", "adds the per-op table"}, {"--scaling", "adds the speed-up"}}},
+  };
+  for (const auto& [command, flags] : commands) {
+    std::set<std::string> placed;
+    for (const Flag& flag : flags) {
+      placed.insert(flag.name);
+      CHECK((flag.always.empty() != flag.no_effect.empty()));  // a reason, or the uses without effect
+      for (const Use& use : flag.no_effect) {
+        INFO("tapegrad " << use.args);
+        require_one_line_error(run_cli(dir, use.args), use.refusal);
+      }
+    }
+    const Result help = run_cli(dir, command + " --help");
+    INFO("tapegrad " << command << " --help");
+    CHECK(flags_in_help(help.out) == placed);
+  }
+}

@@ -1,4 +1,5 @@
 #include "train/io/run_directory.h"
+#include "train/io/shell_command.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -80,8 +81,8 @@ void check_resume_directory(const std::string& dir) {
   if (dir.empty()) throw ValueError("--resume: the path is empty");
   if (const std::string run = run_holding_checkpoint(dir); !run.empty())
     throw ValueError(cat("--resume ", dir, " is a checkpoint inside the run ", run,
-                         ", not a run directory: --resume ", run, " continues that run, and --init ", dir,
-                         " starts a new run from these weights"));
+                         ", not a run directory: `", suggested_command({"train", "--resume", run}),
+                         "` continues that run, and --init ", dir, " starts a new run from these weights"));
 }
 
 }  // namespace tapegrad
