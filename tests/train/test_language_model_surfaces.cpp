@@ -133,7 +133,7 @@ TEST_CASE("train: every command train suggests runs as printed") {
     REQUIRE(run.exit_code == 0);
     const std::string command = suggested(run);
     REQUIRE(!command.empty());
-    CHECK(command.starts_with(tapegrad_command()) || command.starts_with(TAPEGRAD_CLI));
+    CHECK((command.starts_with(tapegrad_command()) || command.starts_with(TAPEGRAD_CLI)));
     const Result r = run_shell(dir, command);
     INFO("try: " << command << "\nstdout: " << r.out << "\nstderr: " << r.err);
     CHECK(r.exit_code == 0);

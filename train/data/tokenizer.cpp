@@ -258,8 +258,8 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path)
     // learn numbers the characters by code point: ids out of that order are not a tokenizer learn made (two
     // swapped entries would read every text with the two characters exchanged).
     if (i > 1 && kind == Kind::characters && code_point(token) <= code_point(tokens.back()))
-      throw IOError(cat(path, ": 'tokens'[", i, "] \"", token, "\" (U+", code_point_hex(token), ") comes after \"",
-                        tokens.back(), "\" (U+", code_point_hex(tokens.back()),
+      throw IOError(cat(path, ": 'tokens'[", i, "] ", nlohmann::json(token).dump(), " (U+", code_point_hex(token),
+                        ") comes after ", nlohmann::json(tokens.back()).dump(), " (U+", code_point_hex(tokens.back()),
                         "): a characters tokenizer lists its characters in code-point order"));
     if (i > 0 && kind == Kind::words && split_words(token) != std::vector<std::string>{token})
       throw IOError(cat(path, ": 'tokens'[", i, "] must be one word without whitespace, got \"", token, "\""));
