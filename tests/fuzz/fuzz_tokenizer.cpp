@@ -3,7 +3,8 @@
 // target wraps in base64 itself: a mutation of the model's bytes in the file's text would mostly break the
 // base64, so this is the way that reaches the model's parser (libsentencepiece's protobuf reading). An
 // accepted tokenizer reads back from its own to_json equal, has a text for every id, and encodes and decodes
-// a short text from the input (ids in range) with nothing thrown but a tapegrad::Error.
+// a short text from the input and a probe of many characters (ids in range) with nothing thrown but a
+// tapegrad::Error.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -27,18 +28,29 @@ std::string sample_text(std::string_view input) {
   return std::string(text);
 }
 
+/// Every ASCII character and a few longer ones, so that a model's normalisation table is looked up along
+/// many of its paths whatever the input's own text (a model's bytes hold few characters).
+std::string probe_text() {
+  std::string text;
+  for (int c = 0; c < 128; ++c) text += static_cast<char>(c);
+  return text + "\u00e9\u00f1\ufb01\u4e2d\U0001f600 ..";
+}
+
 void check_accepted(const Tokenizer& tokenizer, std::string_view input) {
   if (tokenizer.vocab_size() < 1) __builtin_trap();
   const Tokenizer again = Tokenizer::from_json(tokenizer.to_json(), "tokenizer.json");
   if (!(again == tokenizer) || again.vocab_size() != tokenizer.vocab_size()) __builtin_trap();
   for (int64_t id = 0; id < tokenizer.vocab_size(); ++id)
     if (again.token(id) != tokenizer.token(id)) __builtin_trap();
-  try {
-    const std::vector<int64_t> ids = tokenizer.encode(sample_text(input));
-    for (const int64_t id : ids)
-      if (id < 0 || id >= tokenizer.vocab_size()) __builtin_trap();
-    tokenizer.decode(ids);
-  } catch (const Error&) {
+  static const std::string probe = probe_text();
+  for (const std::string& text : {sample_text(input), probe}) {
+    try {
+      const std::vector<int64_t> ids = tokenizer.encode(text);
+      for (const int64_t id : ids)
+        if (id < 0 || id >= tokenizer.vocab_size()) __builtin_trap();
+      tokenizer.decode(ids);
+    } catch (const Error&) {
+    }
   }
 }
 
