@@ -481,9 +481,9 @@ TEST_CASE("hostile files: vocab.txt and labels.txt") {
   });
 }
 
-// fuzz_tokenizer (tests/fuzz): libsentencepiece uses a model's normalisation table as it is, and each of
-// these crashed it (SIGSEGV, Debian's 0.1.97) or read past the table, while a text was encoded; the reader
-// now refuses them before the library sees the model.
+// fuzz: fuzz_tokenizer's subject. libsentencepiece uses a model's normalisation table as it is: each of the
+// first five rows crashed Debian's 0.1.97 (SIGSEGV) as a text was encoded. The reader refuses them before
+// the library sees the model, and a denormaliser's table (unused by 0.1.97) and the protobuf alike.
 TEST_CASE("hostile files: a SentencePiece model's normalisation table in tokenizer.json") {
   const auto table = [](std::string name, std::string contents, std::string problem) {
     return bytes_case(std::move(name), "tokenizer.json", std::move(contents), read_tokenizer, std::move(problem));
