@@ -86,7 +86,7 @@ soak: build
 # build-fuzz/corpus). Any crash, sanitizer report, leak, timeout or exception other than tapegrad's
 # errors stops it with a non-zero exit and the input in build-fuzz/findings/.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := safetensors config tsv vocab
+FUZZ_TARGETS := safetensors config tsv vocab tokenizer
 fuzz:
 	@$(MAKE) --no-print-directory deps PACKAGES="$(PACKAGES) clang libclang-rt-14-dev"
 	CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTAPEGRAD_FUZZ=ON

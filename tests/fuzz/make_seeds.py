@@ -4,8 +4,13 @@
 Usage: make_seeds.py CHECKPOINT_DIR   (a tiny run's checkpoint, made with
   tapegrad train --task majority --symbols 4 --min-len 2 --max-len 4 --steps 2 --eval-every 2 \
                  --d-model 4 --heads 2 --ff 4 --layers 1 --batch-size 4 --out DIR; then DIR/latest)
-The checkpoint's own files are copied; the rest are built here from the formats' descriptions.
+The checkpoint's own files are copied; the rest are built here from the formats' descriptions, except the
+SentencePiece models of corpus/tokenizer/*.model, which make_model_seeds.cpp learns (run it first, as its
+comment says): each is a seed as it is (fuzz_tokenizer also reads its input as a model's bytes) and, wrapped
+in base64, a bpe tokenizer.json.
 """
+import base64
+import glob
 import json
 import os
 import struct
@@ -79,3 +84,15 @@ put("vocab", "bom_crlf", "\ufeff<pad>\r\n<unk>\r\n<cls>\r\nfilm\r\ngood\r\n")
 put("vocab", "reserved_only", "<pad>\n<unk>\n<cls>\n")
 put("vocab", "text", "the film was good <unk> and <pad> the\tend\n")
 put("vocab", "near_duplicate", "<pad>\n<unk>\n<cls>\na\na\n")
+
+put("tokenizer", "characters.json", json.dumps({"kind": "characters", "tokens": ["<unk>", "\n", " ", "a", "é", "☺"]}, ensure_ascii=False))
+put("tokenizer", "words.json", json.dumps({"kind": "words", "tokens": ["<unk>", "the", "film", "était", "good."]}, indent=1, ensure_ascii=False))
+put("tokenizer", "near_unk_not_first", json.dumps({"kind": "words", "tokens": ["the", "<unk>"]}))
+put("tokenizer", "near_two_characters", json.dumps({"kind": "characters", "tokens": ["<unk>", "ab"]}))
+for model in sorted(glob.glob(os.path.join(here, "corpus", "tokenizer", "*.model"))):
+    with open(model, "rb") as f:
+        encoded = base64.b64encode(f.read()).decode()
+    name = os.path.basename(model)[:-len(".model")]
+    put("tokenizer", name + ".json", json.dumps({"kind": "bpe", "model": encoded}, indent=1) + "\n")
+    if name == "bpe":
+        put("tokenizer", "near_bad_base64", json.dumps({"kind": "bpe", "model": encoded[:-1] + "!"}))

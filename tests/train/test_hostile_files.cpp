@@ -25,7 +25,9 @@
 #include "train/io/read_file.h"
 #include "train/checkpoint/safetensors.h"
 #include "train/train_options.h"
+#include "train/data/tokenizer.h"
 #include "train/data/tsv.h"
+#include "train/io/base64.h"
 
 using namespace tapegrad;
 using testing::quote;
@@ -34,6 +36,7 @@ using testing::run_cli;
 using testing::TempDir;
 namespace fs = std::filesystem;
 using nlohmann::json;
+using namespace std::string_literals;
 
 namespace {
 
@@ -169,6 +172,57 @@ void read_config(const std::string& path) { read_model_config(path); }
 void read_vocab(const std::string& path) { Vocab::load(path); }
 void read_label_file(const std::string& path) { read_labels(path); }
 void read_data(const std::string& path) { read_tsv(path); }
+
+// A SentencePiece model's normalisation table (NormalizerSpec.precompiled_charsmap): <the trie's size in
+// bytes, 4 bytes little-endian><the trie: Darts-clone double-array units><NUL-ended strings>.
+std::string u32_le(uint32_t v) { return u64_le(v).substr(0, 4); }
+
+std::string protobuf_varint(uint64_t v) {
+  std::string out;
+  for (; v >= 0x80; v >>= 7) out += static_cast<char>(v & 0x7f | 0x80);
+  return out + static_cast<char>(v);
+}
+
+std::string charsmap(const std::vector<uint32_t>& units, const std::string& strings) {
+  std::string table = u32_le(static_cast<uint32_t>(4 * units.size()));
+  for (const uint32_t unit : units) table += u32_le(unit);
+  return table + strings;
+}
+
+// Darts-clone's units: a node's children sit at (its position ^ offset) ^ label, and a node with a leaf
+// keeps its value (an offset into the strings) at (its position ^ offset). A unit that is no child of
+// anyone has the top bit set, a label no byte matches.
+constexpr uint32_t kNoChild = 1u << 31;
+constexpr uint32_t node_unit(uint32_t label, uint32_t offset, bool leaf) { return offset << 10 | leaf << 8 | label; }
+constexpr uint32_t value_unit(uint32_t value) { return 1u << 31 | value; }
+
+/// The trie of the rules "a" -> "b", "aa" -> "b", ... (`rules` of them, each node a block of 256 units of
+/// its own), so that a run of a's matches them all at once; or, with `cycle`, of one node whose 'a' leads
+/// back to itself, so that a run of a's matches without end.
+std::vector<uint32_t> rules_of_a(uint32_t rules, bool cycle = false) {
+  std::vector<uint32_t> units(256 * (rules + 2), kNoChild);
+  units[0] = node_unit(0, 256, false);
+  for (uint32_t depth = 1; depth <= rules; ++depth) {
+    const uint32_t at = 256 * depth ^ 'a';
+    const uint32_t children = cycle ? 256 * depth : 256 * (depth + 1);
+    units[at] = node_unit('a', at ^ children, true);
+    units[children] = value_unit(0);
+  }
+  return units;
+}
+
+/// tokenizer.json of a bpe tokenizer learnt here, its model followed by a normalizer_spec holding `table`:
+/// protobuf merges the two specs, so the model normalises its texts with that table (field 3 of ModelProto;
+/// 5, denormalizer_spec, with `field` 5).
+std::string tokenizer_with_table(const std::string& table, uint32_t field = 3) {
+  static const std::string model =
+      base64_decode(Tokenizer::learn_bpe("the bat sat on the mat\n", 12).to_json().at("model").get<std::string>());
+  const std::string spec = "\x12" + protobuf_varint(table.size()) + table;
+  const std::string appended = static_cast<char>(field << 3 | 2) + protobuf_varint(spec.size()) + spec;
+  return json{{"kind", "bpe"}, {"model", base64_encode(model + appended)}}.dump();
+}
+
+void read_tokenizer(const std::string& path) { Tokenizer::load(path); }
 
 const std::string kF32x2 = R"("x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
 const std::string kEight(8, '\0');
@@ -425,6 +479,48 @@ TEST_CASE("hostile files: vocab.txt and labels.txt") {
       labels("labels CR-only after a BOM", "\xef\xbb\xbfneg\rpos", "labels.txt:1: carriage return without a line feed at byte 4"),
       labels("labels CR inside a label", "neg\npo\rs\r\n", "labels.txt:2: carriage return without a line feed at byte 3"),
   });
+}
+
+// fuzz: fuzz_tokenizer's subject. libsentencepiece uses a model's normalisation table as it is: each of the
+// first five rows crashed Debian's 0.1.97 (SIGSEGV) as a text was encoded. The reader refuses them before
+// the library sees the model, and a denormaliser's table (unused by 0.1.97) and the protobuf alike.
+TEST_CASE("hostile files: a SentencePiece model's normalisation table in tokenizer.json") {
+  const auto table = [](std::string name, std::string contents, std::string problem) {
+    return bytes_case(std::move(name), "tokenizer.json", std::move(contents), read_tokenizer, std::move(problem));
+  };
+  std::vector<uint32_t> far_children = rules_of_a(1);
+  far_children[0] = node_unit(0, 1u << 20, false);
+  std::vector<uint32_t> far_string = rules_of_a(1);
+  far_string[512] = value_unit(1000);
+  const std::string model = base64_decode(
+      json::parse(tokenizer_with_table(charsmap(rules_of_a(1), "b\0"s))).at("model").get<std::string>());
+  run_cases({
+      table("tokenizer table's trie past its end", tokenizer_with_table(u32_le(8) + "abcdef"),
+            "'model': not a SentencePiece model (normalizer_spec.precompiled_charsmap: a trie of 8 bytes in 6 bytes)"),
+      table("tokenizer table's children outside the trie", tokenizer_with_table(charsmap(far_children, "b\0"s)),
+            "node 0's children lie past the trie's 768 units"),
+      table("tokenizer table's string outside the table", tokenizer_with_table(charsmap(far_string, "b\0"s)),
+            "node 353 maps to byte 1000 of 2 bytes of strings"),
+      table("tokenizer table's trie with a cycle", tokenizer_with_table(charsmap(rules_of_a(1, true), "b\0"s)),
+            "node 353 is its own descendant"),
+      table("tokenizer table of 33 rules at once", tokenizer_with_table(charsmap(rules_of_a(33), "b\0"s)),
+            "a text can match more than 32 of its rules at once"),
+      table("tokenizer denormaliser table with a cycle",
+            tokenizer_with_table(charsmap(rules_of_a(1, true), "b\0"s), 5),
+            "denormalizer_spec.precompiled_charsmap: node 353 is its own descendant"),
+      table("tokenizer model's protobuf cut short",
+            json{{"kind", "bpe"}, {"model", base64_encode(model.substr(0, model.size() - 3))}}.dump(),
+            "not a SentencePiece model (the ModelProto: a field of "),
+  });
+}
+
+TEST_CASE("hostile files: a normalisation table of 32 rules at once is read, and normalises the text") {
+  TempDir dir("tapegrad_test_hostile");
+  const std::string path = dir.file("tokenizer.json", tokenizer_with_table(charsmap(rules_of_a(32), "b\0"s)));
+  const Tokenizer tokenizer = Tokenizer::load(path);
+  // The longest rule wins: 32 a's are one "b", 33 are "b" then "b" (the 33rd a is a rule of its own).
+  CHECK(tokenizer.decode(tokenizer.encode(std::string(32, 'a'))) == "b");
+  CHECK(tokenizer.decode(tokenizer.encode(std::string(33, 'a') + " the")) == "bb the");
 }
 
 TEST_CASE("hostile files: BOM and CRLF in vocab.txt and labels.txt are accepted, as in TSV") {

@@ -231,6 +231,28 @@ TEST_CASE("tokenizer: bpe: a file that is not a SentencePiece model is refused i
   CHECK_NOTHROW(Tokenizer::from_json({{"kind", "bpe"}, {"model", model}}, "run/tokenizer.json"));
 }
 
+TEST_CASE("tokenizer: bpe: a model made elsewhere with a normalisation table is read, and normalises with it") {
+  // SentencePiece compiles the rules into the model (precompiled_charsmap), which the reader checks before
+  // the library uses it (train/data/sentencepiece_model_check.h): a table SentencePiece made passes.
+  TempDir dir("tapegrad_test_tokenizer_bpe");
+  struct Lines : sentencepiece::SentenceIterator {
+    std::vector<std::string> lines = {"the cat sat on the mat\n", "a fine fish\n"};
+    size_t i = 0;
+    bool done() const override { return i >= lines.size(); }
+    void Next() override { ++i; }
+    const std::string& value() const override { return lines[i]; }
+    sentencepiece::util::Status status() const override { return {}; }
+  } lines;
+  const std::string rules = dir.file("rules.tsv", "FB01\t66 69\n");  // the ligature "ﬁ" is "fi"
+  std::string bytes;
+  const std::unordered_map<std::string, std::string> options = {
+      {"model_type", "unigram"}, {"vocab_size", "30"},     {"hard_vocab_limit", "false"},
+      {"normalization_rule_tsv", rules}, {"minloglevel", "2"}};
+  REQUIRE(sentencepiece::SentencePieceTrainer::Train(options, &lines, &bytes).ok());
+  const Tokenizer t = Tokenizer::from_sentencepiece_model(dir.file("ligature.model", bytes));
+  CHECK(t.decode(t.encode("a \xef\xac\x81ne fish")) == "a fine fish");
+}
+
 TEST_CASE("tokenizer: bpe: a vocab size the text cannot give is a ValueError naming the size") {
   const std::string text = bpe_text();
   // 35 distinct characters, a space, a tab and a newline among them, and <unk>.

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "autograd/error.h"
+#include "train/data/sentencepiece_model_check.h"
 #include "train/data/sentencepiece_reason.h"
 #include "train/data/vocab.h"
 #include "train/io/atomic_file.h"
@@ -150,7 +151,7 @@ Tokenizer Tokenizer::from_sentencepiece_model(const std::string& path) {
 }
 
 Tokenizer Tokenizer::from_sentencepiece_bytes(std::string bytes, const std::string& source) {
-  if (bytes.empty()) throw IOError(cat(source, ": not a SentencePiece model (empty)"));
+  check_sentencepiece_model_bytes(bytes, source);  // empty, or what the library would use unchecked
   auto model = std::make_shared<SentencePiece>();
   model->bytes = std::move(bytes);
   if (const auto status = model->processor.LoadFromSerializedProto(model->bytes); !status.ok())
