@@ -56,12 +56,11 @@ std::string or_list(std::vector<std::string> items) {
   return text;
 }
 
-/// The buffers of a parameter's size the run's optimizer keeps per parameter (Adam's two moments, SGD's
-/// momentum); 2 for an optimizer no loaded code registered (the run refuses it when it builds it).
+/// The buffers of a parameter's size the run's optimizer keeps per parameter, as its registration says
+/// (Adam's two moments, SGD's momentum); 2 for a name no loaded code registered (refused when it is built).
 double optimizer_buffers(const TrainOptions& o) {
   const optim::OptimizerEntry* entry = optim::optimizers().find(o.optimizer);
-  if (!entry) return 2;
-  return o.optimizer == "sgd" && o.momentum == 0 ? 0 : entry->state_buffers;
+  return entry ? entry->state_buffers : 2;
 }
 
 /// What the encoder's layers keep for backward, in floats, per the classifier's measured rule: per layer
