@@ -111,6 +111,9 @@ struct OptimizerEntry {
   /// The optimizer over params; ValueError (naming the option) for hyperparameters it cannot take.
   std::function<std::unique_ptr<Optimizer>(NamedParameters params, const Hyperparameters&)> make = {};
   bool uses_momentum = false;  // it reads Hyperparameters::momentum (the command line refuses --momentum otherwise)
+  /// The buffers of a parameter's size it keeps per parameter, at most (add_state's kinds): what train's
+  /// memory check counts beside the weights and their gradients. Unknown: 2, as Adam's moments (errs high).
+  int state_buffers = 2;
 };
 
 /// Adds an optimizer; a missing name or make, or a name registered before, is a ValueError. Returns true, so

@@ -14,6 +14,7 @@ const bool registered = register_optimizer({
                                                                  .weight_decay = h.weight_decay});
     },
     .uses_momentum = true,
+    .state_buffers = 1,  // the momentum buffer (none with momentum 0)
 });
 
 }  // namespace

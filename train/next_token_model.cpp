@@ -40,6 +40,22 @@ WindowBatch make_window_batch(const std::vector<Example>& windows, int64_t conte
   return batch;
 }
 
+namespace {
+
+/// Row `row` of contiguous (rows, V) logits (float32 or float64) into `out` (V doubles).
+void copy_row(const Tensor& logits, int64_t row, std::vector<double>& out) {
+  const auto V = static_cast<int64_t>(out.size());
+  if (logits.dtype() == DType::float64) {
+    const double* z = logits.data<double>() + row * V;
+    std::copy(z, z + V, out.begin());
+  } else {
+    const float* z = logits.data<float>() + row * V;
+    std::copy(z, z + V, out.begin());
+  }
+}
+
+}  // namespace
+
 NextTokenModel::NextTokenModel(std::unique_ptr<nn::LanguageModel> model) : model_(std::move(model)) {
   if (!model_) throw ValueError("NextTokenModel: no model");
 }
@@ -70,12 +86,16 @@ Evaluation NextTokenModel::evaluate(const std::vector<Example>& windows, int64_t
     const std::vector<Example> part(windows.begin() + static_cast<std::ptrdiff_t>(first),
                                     windows.begin() + static_cast<std::ptrdiff_t>(end));
     const WindowBatch batch = make_window_batch(part, o.context_length, V);
-    const std::vector<double> logits = model_->forward(batch.inputs).to_vector();
+    // Read in place, a row at a time: the batch's (B, T, V) logits are a training step's largest tensor,
+    // and a copy of them all in double would triple what evaluation holds (training_memory.cpp counts one).
+    const Tensor logits = model_->forward(batch.inputs).contiguous();
     const std::vector<double> targets = batch.targets.to_vector();
     const int64_t T = batch.inputs.size(1);
+    std::vector<double> row_logits(static_cast<size_t>(V));
     for (size_t row = 0; row < targets.size(); ++row) {
       if (targets[row] < 0) continue;  // padding
-      const double* z = logits.data() + row * static_cast<size_t>(V);
+      copy_row(logits, static_cast<int64_t>(row), row_logits);
+      const double* z = row_logits.data();
       const auto target = static_cast<int64_t>(targets[row]);
       const int64_t predicted = std::max_element(z, z + V) - z;
       double sum_exp = 0;

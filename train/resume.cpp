@@ -14,6 +14,7 @@
 #include "train/run_state.h"
 #include "train/trainer.h"
 #include "train/training_loop.h"
+#include "train/training_memory.h"
 #include "train/training_stream.h"
 
 namespace tapegrad {
@@ -92,6 +93,7 @@ int restore_run(Run& run, const std::string& dir, const ResumeOptions& options, 
   if (run.ranks.comm->rank() == 0) lock.emplace(dir, "--resume");  // released when this run ends, however it ends
   try {
     run.options = resumed_options(state, state_path, dir, options);
+    check_memory(run.options);  // the saved sizes, before the checkpoint is loaded
     std::optional<LoadedModel> saved;
     std::optional<LoadedLanguageModel> saved_lm;
     if (is_language_model(run.options))

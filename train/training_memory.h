@@ -2,13 +2,37 @@
 // How much memory a training run needs, estimated from its options alone, so that a run that cannot fit is
 // refused before any of it is allocated: the model and its training step, and the built-in task's examples.
 #include <string>
+#include <string_view>
 
 #include "train/train_options.h"
 
 namespace tapegrad {
 
-/// Bytes a training step of these options needs, roughly (the model's vocab_size and context_length
-/// filled in); it errs high.
+/// What a training run of one model kind needs, part by part (bytes, each erring high), and the words of
+/// its refusal. Each kind states its own (training_memory.cpp, one function a kind): the classifier's head
+/// is K x C on a pooled row, a language model's V x C at every position, with (B, T, V) logits.
+struct TrainingMemory {
+  std::string model;        // "classifier", "language model": the refusal's "this <model> needs ..."
+  double parameters = 0;    // elements
+  double weights = 0;       // float32 weights, their gradients and the optimizer's buffers, for the whole run
+  double step = 0;          // what a training step keeps for backward: activations (and a language model's logits)
+  double evaluation = 0;    // an evaluation batch without the tape (evaluate.h's budget of B x T tokens)
+  double checkpoint = 0;    // the copies a checkpoint makes before writing them (the optimizer's state)
+  std::string shape;        // "batch 64 x context 32", "batch 512 x context 256, vocabulary 20001"
+  std::string lower;        // the options that shrink it, named as the caller names them
+  /// weights plus the largest of the rest: a step, an evaluation and a checkpoint never overlap.
+  double bytes() const;
+};
+
+/// The memory a run of these options needs (the model's vocab_size and context_length filled in, as
+/// fit_model_to_data does), by its kind (is_language_model). `name` names the options in `lower`.
+TrainingMemory training_memory(const TrainOptions& options, const OptionNames& name);
+
+/// The flag of `tapegrad train` that sets a field the memory check names ("model.d_ff": "--ff"); the
+/// trainer's messages use them. tests/train/test_training_memory.cpp checks them against train's flag table.
+std::string train_flag_name(std::string_view field);
+
+/// training_memory(options).bytes().
 double training_memory_bytes(const TrainOptions& options);
 
 /// Bytes the built-in task's examples take once generated: the fixed training set (train_size examples)
@@ -26,10 +50,10 @@ struct MemoryLimit {
 };
 MemoryLimit memory_limit();
 
-/// A ValueError saying how much the run would need when that exceeds memory_limit().
-/// `lower` lists the flags that shrink it (the command line's or a bench's names).
-void check_memory(const TrainOptions& options,
-                  const std::string& lower = "--batch-size, --context-length, --d-model, --ff or --layers");
+/// A ValueError when training_memory(options) exceeds memory_limit(): "this language model needs about
+/// 20.3 GiB to train (1.31e+06 parameters, batch 512 x context 256, vocabulary 20001), more than <limit>;
+/// lower ..." with the flags `name` gives (a bench passes its own).
+void check_memory(const TrainOptions& options, const OptionNames& name = train_flag_name);
 
 /// The same check before any data exists, from the options alone (validate() runs it): the task's
 /// examples, plus, for a built-in task without --init, the model the task implies (its vocabulary,

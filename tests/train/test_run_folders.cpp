@@ -7,7 +7,9 @@
 #include <map>
 
 #include "support/bad_input.h"
+#include "support/cli.h"
 #include "support/temp_dir.h"
+#include "train/io/run_lock.h"
 
 using namespace tapegrad;
 using testing::TempDir;
@@ -122,6 +124,42 @@ TEST_CASE("run folders: a new, empty or unfinished run folder, and a run with --
   CHECK(run_cli(dir, "train --steps 5 --overwrite --out " + quote(dir / "empty")).exit_code == 0);
   const Result again = run_cli(dir, "train --steps 5 --out " + quote(dir / "empty"));
   CHECK_THAT(again.err, Catch::Contains("already holds a training run"));
+}
+
+TEST_CASE("run folders: a run that fails after locking a new --out leaves no .lock, nor the folders it made") {
+  TempDir dir("tapegrad_test_run_folders");
+  // Adam at --lr 1e30 diverges at step 2 (test_faults.cpp), after the lock and before anything is written:
+  // as a run out of memory in its first steps fails.
+  const auto diverge_into = [&](const std::string& out) {
+    const Result r = run_cli(dir, "train --steps 50 --eval-every 10 --optimizer adam --lr 1e30 --out " + quote(out));
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("training diverged at step 2"));
+  };
+  diverge_into(dir / "new/nested");
+  CHECK(!fs::exists(dir / "new"));
+  fs::create_directories(dir / "empty");
+  diverge_into(dir / "empty");
+  CHECK(fs::is_empty(dir / "empty"));  // the folder it found stays, as it was
+  fs::create_directories(dir / "unfinished");
+  dir.file("unfinished/.lock", "123\n");  // a run killed before its first checkpoint: its lock file stays
+  diverge_into(dir / "unfinished");
+  CHECK(fs::exists(dir / "unfinished/.lock"));
+  // A folder the run wrote into keeps its lock file, which marks it as a tapegrad run's (check_out_directory).
+  const std::string logged = dir / "logged";
+  fs::create_directories(logged);
+  try {
+    RunLock lock(logged, "--out");
+    dir.file("logged/metrics.csv", "step\n");
+    throw ValueError("out of memory in the first steps");
+  } catch (const ValueError&) {
+  }
+  CHECK(fs::exists(logged + "/.lock"));
+  CHECK(run_cli(dir, "train --steps 5 --out " + quote(logged)).exit_code == 0);  // still a run of ours
+  {
+    RunLock lock(dir / "finished", "--out");  // no error: the lock file stays, as a finished run's
+  }
+  CHECK(fs::exists(dir / "finished/.lock"));
 }
 
 TEST_CASE("run folders: docs/reliability.md lists every row of this file") {

@@ -134,8 +134,18 @@ void validate(const BenchConfig& c) {
   // The model run_bench builds, as train's memory check sees it: refused before any of it is allocated.
   TrainOptions as_trained;
   as_trained.batch_size = c.batch;
+  as_trained.context_length = c.seq;
   as_trained.model = c.language_model ? nn::body_options(bench_language_model(c)) : bench_model(c);
-  check_memory(as_trained, "--batch-size, --context-length, --d-model, --ff or --layers");
+  if (c.language_model) {  // the language model's own estimate: its V x C head and (B, T, V) logits
+    as_trained.task.name = kLanguageModelTask;
+    as_trained.tokenizer = "bpe";  // a vocabulary of a size given, as a configuration's
+    as_trained.vocab_size = c.vocab;
+  }
+  check_memory(as_trained, [](std::string_view field) -> std::string {
+    if (field == "vocab_size") return "--config (one of a smaller vocabulary)";
+    if (field.starts_with("task.")) return "";  // a bench has no task
+    return train_flag_name(field);
+  });
 }
 
 // Per layer, with N = batch · T token rows, C = d_model, F = d_ff, T the sequence length:

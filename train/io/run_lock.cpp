@@ -7,8 +7,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "autograd/error.h"
 #include "train/io/atomic_file.h"
@@ -26,9 +28,24 @@ std::string holder_pid(int fd) {
   return pid.empty() ? "unknown" : pid;
 }
 
+/// dir and its ancestors that do not exist yet, innermost first: what creating dir will make.
+std::vector<std::string> missing_folders(const std::string& dir) {
+  std::vector<std::string> missing;
+  std::error_code error;
+  for (std::filesystem::path p = std::filesystem::path(dir).lexically_normal(); !p.empty() && p.has_relative_path();
+       p = p.parent_path()) {
+    if (p.filename().empty()) continue;  // "a/b/": its last part is empty
+    if (std::filesystem::exists(std::filesystem::symlink_status(p, error))) break;
+    missing.push_back(p.string());
+  }
+  return missing;
+}
+
 }  // namespace
 
-RunLock::RunLock(const std::string& dir, const std::string& flag) {
+RunLock::RunLock(const std::string& dir, const std::string& flag)
+    : path_(dir + "/.lock"), exceptions_at_start_(std::uncaught_exceptions()) {
+  created_ = missing_folders(dir);
   try {
     create_directories_durably(dir);
   } catch (const IOError& e) {
@@ -47,6 +64,8 @@ RunLock::RunLock(const std::string& dir, const std::string& flag) {
   }
   // O_NOFOLLOW: a link planted after the check above is refused all the same (ELOOP), and O_NONBLOCK keeps
   // a FIFO planted there from blocking the open; fstat below refuses anything but a regular file.
+  struct stat before {};
+  created_file_ = ::lstat(path.c_str(), &before) != 0 && errno == ENOENT;
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd_ < 0 && errno == ELOOP)
     throw IOError(cat(path, ": is a symbolic link; tapegrad never writes through links in a run folder: remove it"));
@@ -73,6 +92,14 @@ RunLock::RunLock(const std::string& dir, const std::string& flag) {
     if (saved == EWOULDBLOCK) throw ValueError(cat(flag, " ", dir, " is in use by another tapegrad train (pid ", pid, ")"));
     throw IOError(cat(path, ": cannot lock: ", std::strerror(saved)));
   }
+  // The holder may have removed the file between our open and its release (an error exit, above): then we
+  // lock a file no other trainer finds, and one that opens the path anew would lock another. Refused as in use.
+  struct stat now {};
+  if (::stat(path.c_str(), &now) != 0 || now.st_ino != st.st_ino || now.st_dev != st.st_dev) {
+    ::close(fd_);
+    fd_ = -1;
+    throw ValueError(cat(flag, " ", dir, " is in use by another tapegrad train (its lock file was just replaced)"));
+  }
 }
 
 void RunLock::announce() {
@@ -83,7 +110,20 @@ void RunLock::announce() {
 }
 
 RunLock::~RunLock() {
-  if (fd_ >= 0) ::close(fd_);  // closing the last descriptor releases the lock
+  if (fd_ < 0) return;
+  if (std::uncaught_exceptions() > exceptions_at_start_) remove_what_it_created();  // before the lock goes
+  ::close(fd_);  // closing the last descriptor releases the lock
+}
+
+void RunLock::remove_what_it_created() noexcept {
+  if (!created_file_) return;
+  const std::string dir = path_.substr(0, path_.size() - std::string("/.lock").size());
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(dir, error), end; !error && it != end; it.increment(error))
+    if (it->path().filename() != ".lock") return;  // the run wrote something: the .lock marks the folder as ours
+  if (error || ::unlink(path_.c_str()) != 0) return;
+  for (const std::string& folder : created_)
+    if (::rmdir(folder.c_str()) != 0) return;  // not empty (somebody else's now): left alone
 }
 
 }  // namespace tapegrad
