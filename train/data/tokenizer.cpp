@@ -258,7 +258,8 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path)
       throw IOError(cat(path, ": 'tokens'[", i, "] must be one character, got \"", token, "\""));
     // learn numbers the characters by code point: ids out of that order are not a tokenizer learn made (two
     // swapped entries would read every text with the two characters exchanged).
-    if (i > 1 && kind == Kind::characters && code_point(token) <= code_point(tokens.back()))
+    // (equal code points are "appears twice", below)
+    if (i > 1 && kind == Kind::characters && code_point(token) < code_point(tokens.back()))
       throw IOError(cat(path, ": 'tokens'[", i, "] ", nlohmann::json(token).dump(), " (U+", code_point_hex(token),
                         ") comes after ", nlohmann::json(tokens.back()).dump(), " (U+", code_point_hex(tokens.back()),
                         "): a characters tokenizer lists its characters in code-point order"));
