@@ -19,6 +19,18 @@ using Catch::Matchers::Contains;
 using testing::TempDir;
 
 namespace {
+
+/// Lines for SentencePiece's trainer, to make models of other layouts than tapegrad's learn_bpe.
+struct SentenceLines : sentencepiece::SentenceIterator {
+  explicit SentenceLines(std::vector<std::string> given) : lines(std::move(given)) {}
+  std::vector<std::string> lines;
+  size_t i = 0;
+  bool done() const override { return i >= lines.size(); }
+  void Next() override { ++i; }
+  const std::string& value() const override { return lines[i]; }
+  sentencepiece::util::Status status() const override { return {}; }
+};
+
 // ASCII, a tab and newlines, 2-byte (é), 3-byte (中) and 4-byte (😀) UTF-8, repeated characters.
 const std::string kText = "Hello, world!\n\tcafé 中文 😀\nhello again\n";
 
@@ -197,14 +209,7 @@ TEST_CASE("tokenizer: bpe: a file that is not a SentencePiece model is refused i
   refused(dir.path.string(), ": is a directory, not a file");
 
   // A real SentencePiece model whose <unk> is not id 0 (T5's layout: <pad> 0, </s> 1, <unk> 2).
-  struct Lines : sentencepiece::SentenceIterator {
-    std::vector<std::string> lines = {"the cat sat on the mat\n", "the dog sat on the rug\n"};
-    size_t i = 0;
-    bool done() const override { return i >= lines.size(); }
-    void Next() override { ++i; }
-    const std::string& value() const override { return lines[i]; }
-    sentencepiece::util::Status status() const override { return {}; }
-  } lines;
+  SentenceLines lines({"the cat sat on the mat\n", "the dog sat on the rug\n"});
   std::string bytes;
   const std::unordered_map<std::string, std::string> options = {
       {"model_type", "bpe"}, {"vocab_size", "20"}, {"pad_id", "0"}, {"eos_id", "1"}, {"unk_id", "2"},
@@ -235,14 +240,7 @@ TEST_CASE("tokenizer: bpe: a model made elsewhere with a normalisation table is 
   // SentencePiece compiles the rules into the model (precompiled_charsmap), which the reader checks before
   // the library uses it (train/data/sentencepiece_model_check.h): a table SentencePiece made passes.
   TempDir dir("tapegrad_test_tokenizer_bpe");
-  struct Lines : sentencepiece::SentenceIterator {
-    std::vector<std::string> lines = {"the cat sat on the mat\n", "a fine fish\n"};
-    size_t i = 0;
-    bool done() const override { return i >= lines.size(); }
-    void Next() override { ++i; }
-    const std::string& value() const override { return lines[i]; }
-    sentencepiece::util::Status status() const override { return {}; }
-  } lines;
+  SentenceLines lines({"the cat sat on the mat\n", "a fine fish\n"});
   const std::string rules = dir.file("rules.tsv", "FB01\t66 69\n");  // the ligature "ﬁ" is "fi"
   std::string bytes;
   const std::unordered_map<std::string, std::string> options = {

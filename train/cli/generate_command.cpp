@@ -5,7 +5,6 @@
 #include <cstring>
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
