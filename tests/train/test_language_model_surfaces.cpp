@@ -168,7 +168,8 @@ TEST_CASE("train: lm generate never writes <unk>, and says so when the prompt ho
     const Result r = run_cli(dir, cat("generate --checkpoint ", quote(dir / "run"),
                                       " --prompt the --max-new-tokens 60 --temperature 3 --json --seed ", seed));
     REQUIRE(r.exit_code == 0);
-    for (const json& token : json::parse(r.out).at("tokens")) CHECK(token.at("id") != 0);
+    const json generated = json::parse(r.out);  // a range-for over parse(...).at(...) would outlive the parsed value
+    for (const json& token : generated.at("tokens")) CHECK(token.at("id") != 0);
   }
   const Result r = run_cli(dir, cat("generate --checkpoint ", quote(dir / "run"), " --prompt 'thé' --max-new-tokens 2"));
   REQUIRE(r.exit_code == 0);
