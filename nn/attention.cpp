@@ -398,8 +398,10 @@ const bool registered = [] {
        },
        .parameter_count = [](const EncoderLayerOptions& o) { return QkvAttention::projection_parameters(o.d_model); },
        .settings = {causal_setting(),
-                    {.name = "temperature", .type = SettingType::real, .default_value = 1.0, .min = 0,
-                     .min_open = true, .help = "softmax temperature t: softmax(q k^T / (sqrt(D) * t))",
+                    // In [1e-3, 1e3]: outside it, scores of order 1 (q.k / sqrt(D)) make a softmax that is
+                    // one-hot (e^-1000 underflows float32) or uniform to within 0.1%, blind to the queries.
+                    {.name = "temperature", .type = SettingType::real, .default_value = 1.0, .min = 1e-3, .max = 1e3,
+                     .help = "softmax temperature t: softmax(q k^T / (sqrt(D) * t))",
                      .old_key = "temperature"}}});
   register_gradchecks({
       op_case("nn/sdpa/causal-key-padding", {{{2, 2, 4, 3}}, {{2, 2, 4, 3}}, {{2, 2, 4, 3}}},

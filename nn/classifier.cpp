@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "autograd/dtype.h"
 #include "autograd/ops/elementwise.h"
 #include "autograd/ops/indexing.h"
 #include "autograd/ops/reduce.h"
@@ -126,6 +127,7 @@ void validate(const ClassifierOptions& o, const std::string& context, const Fiel
   if (o.n_layers < 0 || o.n_layers > kMaxClassifierLayers)
     throw fail("n_layers", o.n_layers, cat("is outside [0, ", kMaxClassifierLayers, "]"));
   if (!(o.dropout >= 0 && o.dropout < 1)) throw fail("dropout", o.dropout, "is outside [0, 1)");
+  if (!float32_holds(o.dropout)) throw fail("dropout", o.dropout, float32_refusal(o.dropout));
   if (o.pad_id < -1 || o.pad_id >= o.vocab_size)
     throw fail("pad_id", o.pad_id, cat("is outside the vocabulary [0, ", o.vocab_size, ") (use -1 for none)"));
   check_registered<PositionalKind>(o.positional, prefix, names);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "autograd/dtype.h"
 #include "autograd/error.h"
 #include "autograd/named_registry.h"
 #include "nn/module_gradcheck.h"
@@ -29,6 +30,15 @@ bool complete(const Entry& e) {
     return static_cast<bool>(e.apply);
   else
     return e.make && e.parameter_count;
+}
+
+/// A real's declared range is where the variant computes with it: both ends given and held by float32, so that
+/// no admitted value is infinite there, 0 in place of a tiny eps, or so large that it leaves the layer's output
+/// independent of its input (an eps of 1e30 normalises every row to its bias).
+void check_real_range(const std::string& setting, const SettingSpec& spec) {
+  if (!float32_holds(spec.min) || !float32_holds(spec.max))
+    throw ValueError(cat(setting, ": a real declares both ends of its range, each held by float32 (0 or a magnitude "
+                                  "in about [1.2e-38, 3.4e38]), not ", range_text(spec)));
 }
 
 /// The ValueError for a bad settings declaration of `variant` (a variant of `kind`), if any; fills in each
@@ -69,6 +79,7 @@ void check_settings_declaration(const std::string& kind, const std::string& vari
                           (spec.max_open ? v < spec.max : v <= spec.max);
     if (!in_range)
       throw ValueError(cat(setting, ": default ", format_setting(spec.default_value), " is outside ", range_text(spec)));
+    if (spec.type == SettingType::real) check_real_range(setting, spec);
     if (spec.max_setting.empty()) continue;
     const auto bound = std::find_if(specs.begin(), specs.end(), [&](const SettingSpec& s) { return s.name == spec.max_setting; });
     if (spec.type != SettingType::integer || bound == specs.end() || bound->type != SettingType::integer ||

@@ -45,7 +45,10 @@ const bool registered = [] {
        .settings = {{.name = "eps",
                      .type = SettingType::real,
                      .default_value = 1e-5,
+                     // At most 1: past it the eps outweighs the variance of a normalised row, the norm stops
+                     // normalising, and at 1e30 every output is its bias whatever the input.
                      .min = 0,
+                     .max = 1,
                      .min_open = true,
                      .help = "added to the variance under the square root",
                      .flag = "--norm-eps",

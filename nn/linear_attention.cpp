@@ -140,7 +140,8 @@ const bool registered = [] {
        },
        // No temperature: it divides softmax scores, which linear attention never forms.
        .settings = {causal_setting(),
-                    {.name = "eps", .type = SettingType::real, .default_value = 1e-6, .min = 0, .min_open = true,
+                    // At most 1: a larger eps outweighs the normaliser, and the output tends to 0 whatever the input.
+                    {.name = "eps", .type = SettingType::real, .default_value = 1e-6, .min = 0, .max = 1, .min_open = true,
                      .help = "added to the normaliser phi(q) sum phi(k), so that a query whose keys are all padding "
                              "gives 0, not 0/0",
                      .flag = "--attention-eps"}}});

@@ -233,7 +233,9 @@ const bool registered = [] {
            {.name = "top_k", .type = SettingType::integer, .default_value = int64_t{2}, .min = 1,
             .max_setting = "experts", .help = "experts each token goes through", .old_key = "top_k"},
            // Training-only: it weighs a loss, and changes neither a weight nor what the model computes.
-           {.name = "aux_weight", .type = SettingType::real, .default_value = 0.01, .min = 0,
+           // At most 100: beyond it the balancing loss outweighs the task's (of order 1) so far that the task
+           // no longer trains.
+           {.name = "aux_weight", .type = SettingType::real, .default_value = 0.01, .min = 0, .max = 100,
             .help = "weight of the load-balancing loss", .flag = "--moe-aux-weight", .changes_model = false,
             .old_key = "moe_aux_weight"},
        }});

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "autograd/dtype.h"
 #include "autograd/error.h"
 #include "autograd/named_registry.h"
 #include "nn/components.h"
@@ -139,6 +140,8 @@ void check_ranges(const std::string& kind, const VariantSettings& chosen, const 
       const double v = std::get<double>(value);
       if (!std::isfinite(v) || !inside(v, *spec))
         throw ValueError(cat(prefix, field(spec->name), " must be a finite number", real_rule(*spec), ", got ", v));
+      // Inside a declared range (whose ends float32 holds) only a tiny magnitude can still fail: 1e-50 > 0.
+      if (!float32_holds(v)) throw ValueError(cat(prefix, describe(field(spec->name), format_setting(v)), " ", float32_refusal(v)));
     }
   }
 }

@@ -30,9 +30,11 @@ struct SettingSpec {
   std::string name = {};  // "eps": the config.json key under the component, and (kind.name) the field in messages
   SettingType type = SettingType::real;
   SettingValue default_value = 0.0;  // of the type above: int64_t{2}, 1e-5, false
-  // The range of an integer or a real (a real is always finite): [min, max], an end open when said, an end at
-  // infinity unbounded. max_setting: the upper end is another integer setting of the same variant (moe's
-  // experts per token at most its experts), in addition to max.
+  // The range of an integer or a real: [min, max], an end open when said. An integer's end at infinity is
+  // unbounded; a real declares both ends, each held by float32 (register_component refuses another), and
+  // chooses them so that no value inside leaves the layer's output independent of its input. max_setting:
+  // the upper end is another integer setting of the same variant (moe's experts per token at most its
+  // experts), in addition to max.
   double min = -std::numeric_limits<double>::infinity(), max = std::numeric_limits<double>::infinity();
   bool min_open = false, max_open = false;
   std::string max_setting = {};
@@ -121,7 +123,8 @@ struct ChosenVariant {
 ///   attention = linear only, not attention = softmax");  a setting no variant of the kind declares;  a value
 ///   of the wrong type;  an integer outside its range ("<kind>.<name> = 5 is outside [1, 4]", an upper end
 ///   that is another setting named with its value);  a real that is not finite or outside its range
-///   ("norm.eps must be a finite number > 0, got 0").
+///   ("norm.eps must be a finite number in (0, 1], got 0"), or that float32 holds as 0 ("norm.eps = 1e-50 is 0
+///   or a denormal in float32, ...").
 void validate_settings(const ComponentSettings& values, const std::vector<ChosenVariant>& chosen,
                        const std::string& prefix, const FieldNames& names);
 

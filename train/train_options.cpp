@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "autograd/dtype.h"
 #include "autograd/error.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -34,6 +35,13 @@ namespace {
 template <class Value>
 void require(const OptionNames& name, bool ok, std::string_view field, const std::string& rule, const Value& value) {
   if (!ok) throw ValueError(cat(name(field), " must be ", rule, ", got ", value));
+}
+
+/// A real field: its rule, then what float32 holds, in which the run computes with it ("--lr 1e-50 is 0 or a
+/// denormal in float32": a frozen run nobody asked for).
+void require_real(const OptionNames& name, bool ok, std::string_view field, const std::string& rule, double value) {
+  require(name, ok, field, rule, value);
+  if (!float32_holds(value)) throw ValueError(cat(nn::describe(name(field), cat(value)), " ", float32_refusal(value)));
 }
 
 /// The model's own options (the shape, then nn::validate's rules and the components' combinations), by the
@@ -109,22 +117,16 @@ int64_t language_model_context(const TrainOptions& o) {
 
 void validate(const TrainOptions& o, const OptionNames& name) {
   // Comparisons are written so that NaN fails them.
-  require(name, std::isfinite(o.lr) && o.lr >= 0, "lr", "a finite number >= 0", o.lr);  // 0 as in PyTorch: a frozen run
-  require(name, std::isfinite(o.weight_decay) && o.weight_decay >= 0, "weight_decay", "a finite number >= 0", o.weight_decay);
-  require(name, std::isfinite(o.momentum) && o.momentum >= 0 && o.momentum < 1, "momentum", "in [0, 1)", o.momentum);
-  require(name, std::isfinite(o.clip_grad) && o.clip_grad >= 0, "clip_grad", "a finite number >= 0 (0: off)", o.clip_grad);
-  require(name, o.target_acc >= 0 && o.target_acc <= 1, "target_acc", "a fraction in [0, 1] (0: never stop early)", o.target_acc);
-  require(name, o.model.dropout >= 0 && o.model.dropout < 1, "model.dropout", "in [0, 1)", o.model.dropout);
-  // The attention multiplies its scores by 1/temperature: past float32's range every score is infinite and
-  // every output NaN (the same rule eval and predict apply to a checkpoint's config.json). The other ranges of
-  // the components' settings are their declarations', checked by nn::validate below.
-  if (const nn::SettingValue* t = o.model.settings.find("attention", "temperature");
-      t != nullptr && std::holds_alternative<double>(*t)) {
-    const double temperature = std::get<double>(*t);
-    require(name, std::isfinite(temperature) && temperature > 0 && 1.0 / temperature <= std::numeric_limits<float>::max(),
-            "model.attention.temperature",
-            "a finite number > 0 whose reciprocal float32 holds (at least about 2.9e-39)", temperature);
-  }
+  // The components' settings have their declared ranges, checked by nn::validate below.
+  require_real(name, std::isfinite(o.lr) && o.lr >= 0, "lr", "a finite number >= 0", o.lr);  // 0 as in PyTorch: a frozen run
+  require_real(name, std::isfinite(o.weight_decay) && o.weight_decay >= 0, "weight_decay", "a finite number >= 0",
+               o.weight_decay);
+  require_real(name, std::isfinite(o.momentum) && o.momentum >= 0 && o.momentum < 1, "momentum", "in [0, 1)", o.momentum);
+  require_real(name, std::isfinite(o.clip_grad) && o.clip_grad >= 0, "clip_grad", "a finite number >= 0 (0: off)",
+               o.clip_grad);
+  require_real(name, o.target_acc >= 0 && o.target_acc <= 1, "target_acc", "a fraction in [0, 1] (0: never stop early)",
+               o.target_acc);
+  require_real(name, o.model.dropout >= 0 && o.model.dropout < 1, "model.dropout", "in [0, 1)", o.model.dropout);
   require(name, o.batch_size > 0, "batch_size", "positive", o.batch_size);
   require(name, o.steps >= 0, "steps", "positive", o.steps);
   require(name, o.epochs >= 0, "epochs", "positive", o.epochs);
@@ -159,7 +161,7 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   }
   if (!o.data.empty()) {
     if (o.valid.empty())
-      require(name, o.valid_fraction > 0 && o.valid_fraction < 1, "valid_fraction",
+      require_real(name, o.valid_fraction > 0 && o.valid_fraction < 1, "valid_fraction",
               cat("in (0, 1) (the share of ", name("data"), " held out)"), o.valid_fraction);
   } else {
     validate_task(o.task, [&name](std::string_view field) { return name(cat("task.", field)); });

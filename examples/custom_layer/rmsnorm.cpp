@@ -138,6 +138,7 @@ const bool registered = [] {
                      .type = nn::SettingType::real,
                      .default_value = 1e-5,
                      .min = 0,
+                     .max = 1,  // a larger eps outweighs mean(x^2): every output tends to 0 whatever the input
                      .min_open = true,
                      .help = "added to mean(x^2) under the square root"}}});
   return true;

@@ -103,7 +103,7 @@ TEST_CASE("rmsnorm: its setting eps reaches every norm of the model, and validat
   o.settings.set("norm", "eps", 1e-3);
   CHECK(eps_of_every_norm(o) == std::vector<double>(5, 1e-3));
   o.settings.set("norm", "eps", 0.0);
-  CHECK_THROWS_WITH(nn::validate(o), Catch::Contains("norm.eps must be a finite number > 0, got 0"));
+  CHECK_THROWS_WITH(nn::validate(o), Catch::Contains("norm.eps must be a finite number in (0, 1], got 0"));
   // One declaration, shared with layernorm's: one flag for both.
   CHECK(nn::setting_flag("norm.eps") == "--norm-eps");
 }

@@ -14,7 +14,7 @@ grep -q '"norm": "rmsnorm"' "$run/config.json" || fail "config.json does not nam
 has_eps() { tr -d ' \n' < "$1/config.json" | grep -q '"norm":{"eps":0.0001}' || fail "$1/config.json lacks eps 0.0001"; }
 has_eps "$run"
 if "$program" train --task majority --norm rmsnorm --norm-eps 0 --out "$run.bad" 2> "$run.bad.txt"; then fail "--norm-eps 0 was accepted"; fi
-grep -q -- '--norm-eps must be a finite number > 0, got 0' "$run.bad.txt" || fail "--norm-eps 0: $(cat "$run.bad.txt")"
+grep -q -- '--norm-eps must be a finite number in (0, 1], got 0' "$run.bad.txt" || fail "--norm-eps 0: $(cat "$run.bad.txt")"
 "$program" train --help | grep -q -- '--norm-eps FLOAT=1e-05 *--norm layernorm or rmsnorm' || fail "--help does not list --norm-eps"
 "$program" train --resume "$run" --steps 3000 --json > "$run.json"
 has_eps "$run"  # the resumed run's checkpoints keep it

@@ -389,10 +389,11 @@ TEST_CASE("nn: fused self-attention equals the composed path, values and gradien
     for (size_t i = 0; i + 1 < composed.size(); ++i) {
       INFO("tensor " << i << " (0: output, 1: dx, then the parameters' gradients)");
       CHECK(max_abs_diff(composed[i], fused1[i]) < 1e-12);
-      // Each head is computed whole by one thread; a weight's gradient sums the batch's rows in one part a
-      // thread (kernels/gemm.cpp: split along the depth), so its sums are regrouped by the thread count.
-      if (i < 2) CHECK(max_abs_diff(fused1[i], fused2[i]) == 0);
-      else CHECK(max_abs_diff(fused1[i], fused2[i]) < 1e-12);
+      // Within rounding, not bit for bit: a weight's gradient sums the batch's rows in one part a thread
+      // (kernels/gemm.cpp: split along the depth), and the products of x and dx are split by rows, whose
+      // parts OpenBLAS may multiply with another kernel by their size (on Zen 4 its Cooperlake dgemm gave dx
+      // 1e-17 apart on 2 threads; OPENBLAS_CORETYPE=Haswell, equal). docs/reliability.md promises no more.
+      CHECK(max_abs_diff(fused1[i], fused2[i]) < 1e-12);
     }
     NoGradGuard no_grad;
     const Tensor fused_weights = layer.forward(x, x, x, causal, padding, true).weights;

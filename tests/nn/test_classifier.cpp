@@ -317,8 +317,8 @@ TEST_CASE("nn: validate names the first option out of range, and the constructor
       {[](ClassifierOptions& o) { o.n_layers = -1; }, "n_layers = -1 is outside [0, 65536]"},
       {[](ClassifierOptions& o) { o.dropout = 1.0; }, "dropout = 1 is outside [0, 1)"},
       {[](ClassifierOptions& o) { o.dropout = std::nan(""); }, "dropout = nan"},
-      {[](ClassifierOptions& o) { o.settings.set("norm", "eps", 0.0); }, "norm.eps must be a finite number > 0, got 0"},
-      {[](ClassifierOptions& o) { o.settings.set("norm", "eps", double(INFINITY)); }, "norm.eps must be a finite number > 0, got inf"},
+      {[](ClassifierOptions& o) { o.settings.set("norm", "eps", 0.0); }, "norm.eps must be a finite number in (0, 1], got 0"},
+      {[](ClassifierOptions& o) { o.settings.set("norm", "eps", double(INFINITY)); }, "norm.eps must be a finite number in (0, 1], got inf"},
       {[](ClassifierOptions& o) { o.pad_id = 10; }, "pad_id = 10 is outside the vocabulary [0, 10)"},
       {[](ClassifierOptions& o) { o.pad_id = -2; }, "pad_id = -2"},
       {[](ClassifierOptions& o) {

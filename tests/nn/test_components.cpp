@@ -163,7 +163,7 @@ NormKind::Entry norm_declaring(const std::string& name, std::vector<SettingSpec>
 }
 
 SettingSpec real_setting(std::string name, double value, double min = 0) {
-  return {.name = std::move(name), .type = SettingType::real, .default_value = value, .min = min, .min_open = true};
+  return {.name = std::move(name), .type = SettingType::real, .default_value = value, .min = min, .max = 1, .min_open = true};
 }
 
 }  // namespace
@@ -171,7 +171,12 @@ SettingSpec real_setting(std::string name, double value, double min = 0) {
 TEST_CASE("components: register_component refuses a bad settings declaration, naming the variant and the setting") {
   const std::pair<std::vector<SettingSpec>, std::string> cases[] = {
       {{real_setting("gain", 1.0), real_setting("gain", 2.0)}, "norm 'test-bad': setting 'gain' is declared twice"},
-      {{real_setting("gain", -1.0)}, "norm 'test-bad': setting 'gain': default -1 is outside (0, inf)"},
+      {{real_setting("gain", -1.0)}, "norm 'test-bad': setting 'gain': default -1 is outside (0, 1]"},
+      {{{.name = "gain", .type = SettingType::real, .default_value = 1.0, .min = 0}},
+       "setting 'gain': a real declares both ends of its range, each held by float32 (0 or a magnitude in about "
+       "[1.2e-38, 3.4e38]), not [0, inf)"},
+      {{{.name = "gain", .type = SettingType::real, .default_value = 1e-3, .min = 1e-50, .max = 1}},
+       "setting 'gain': a real declares both ends of its range"},
       {{real_setting("", 1.0)}, "setting '' needs a name of lower-case letters, digits and '_'"},
       {{real_setting("Gain", 1.0)}, "setting 'Gain' needs a name"},
       {{{.name = "gain", .type = SettingType::integer, .default_value = 1.0}},
@@ -211,7 +216,7 @@ TEST_CASE("components: register_component refuses a bad settings declaration, na
     }
     ++i;
   }
-  CHECK(i == 12);
+  CHECK(i == 14);
 }
 
 TEST_CASE("components: a variant reads its settings typed, the default when none is given, and names a misread one") {

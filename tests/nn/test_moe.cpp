@@ -194,7 +194,7 @@ TEST_CASE("moe: options out of range are refused by name") {
   CHECK_THROWS_WITH(validate(o), Catch::Contains("ffn.top_k = 5 is outside [1, ffn.experts = 4]"));
   o.settings.set("ffn", "top_k", int64_t{2});
   o.settings.set("ffn", "aux_weight", -1.0);
-  CHECK_THROWS_WITH(validate(o), Catch::Contains("ffn.aux_weight must be a finite number >= 0, got -1"));
+  CHECK_THROWS_WITH(validate(o), Catch::Contains("ffn.aux_weight must be a finite number in [0, 100], got -1"));
   o.settings.set("ffn", "aux_weight", 0.01);
   o.settings.set("ffn", "experts", int64_t{0});
   CHECK_THROWS_WITH(validate(o), Catch::Contains("ffn.experts = 0 is outside [1, 1024]"));

@@ -52,7 +52,7 @@ TEST_CASE("checkpoints: a config.json without settings loads with the defaults, 
   CHECK(nn::chosen_settings<nn::AttentionKind>(read).real("temperature") == 1.0);
   config["temperature"] = 0.0;  // an older file's key, mapped onto the setting and checked by its declaration
   CHECK_THROWS_WITH(parse_model_config(config.dump(), "config.json"),
-                    Catch::Contains("config.json: attention.temperature must be a finite number > 0, got 0"));
+                    Catch::Contains("config.json: attention.temperature must be a finite number in [0.001, 1000], got 0"));
 }
 
 TEST_CASE("checkpoints: older config.json texts load, their settings mapped onto the chosen variants") {

@@ -119,6 +119,8 @@ std::vector<BadInput> numbers_and_sizes(const std::string& out) {
       {"a hexadecimal real", "train --lr 0x1p-3" + out, "--lr: '0x1p-3' is not a number"},
       {"a real with trailing junk", "train --dropout 0.1x" + out, "--dropout: '0.1x' is not a number"},
       {"a real beyond a double", "train --lr 1e999" + out, "--lr: 1e999 cannot be held by a double"},
+      {"a real infinite in float32", "train --norm-eps 1e300" + out, "--norm-eps: 1e300 is infinite in float32"},
+      {"a real that float32 holds as 0", "train --lr 1e-50" + out, "--lr: 1e-50 is 0 or a denormal in float32"},
       {"steps beyond 2^63 - 1", "train --steps 9223372036854775808" + out,
        "--steps: 9223372036854775808 is outside the range [-9223372036854775808, 9223372036854775807]"},
       {"threads beyond an int", "train --threads 2147483648" + out, "--threads: 2147483648 is outside the range"},
@@ -150,12 +152,12 @@ std::vector<BadInput> numbers_and_sizes(const std::string& out) {
       // Each setting a component declares, out of its declared range, by its flag.
       {"zero experts per token", "train --ffn moe --top-k 0" + out, "--top-k 0 is outside [1, --experts 4]"},
       {"a negative load-balancing weight", "train --ffn moe --moe-aux-weight -1" + out,
-       "--moe-aux-weight must be a finite number >= 0, got -1"},
-      {"a zero temperature", "train --temperature 0" + out, "--temperature must be a finite number > 0"},
-      {"a zero norm eps", "train --norm-eps 0" + out, "--norm-eps must be a finite number > 0, got 0"},
-      {"an infinite norm eps", "train --norm-eps inf" + out, "--norm-eps must be a finite number > 0, got inf"},
+       "--moe-aux-weight must be a finite number in [0, 100], got -1"},
+      {"a zero temperature", "train --temperature 0" + out, "--temperature must be a finite number in [0.001, 1000], got 0"},
+      {"a zero norm eps", "train --norm-eps 0" + out, "--norm-eps must be a finite number in (0, 1], got 0"},
+      {"an infinite norm eps", "train --norm-eps inf" + out, "--norm-eps must be a finite number in (0, 1], got inf"},
       {"a zero linear attention eps", "train --attention linear --attention-eps 0" + out,
-       "--attention-eps must be a finite number > 0, got 0"},
+       "--attention-eps must be a finite number in (0, 1], got 0"},
       {"bench with a negative width", "bench --d-model -5", "--d-model must be in [1, 1048576], got -5"},
       {"bench with negative threads", "bench --threads -1", "--threads must be in [0, 1024]"},
       {"bench with 5000 threads", "bench --threads 5000", "--threads must be in [0, 1024]"},
@@ -265,7 +267,7 @@ std::vector<std::string> subcommands(const TempDir& dir) {
 
 }  // namespace
 
-TEST_CASE("bad inputs: every numeric flag of every subcommand refuses malformed numbers by name") {
+TEST_CASE("bad inputs: every numeric flag of every subcommand refuses malformed numbers, and every real one what float32 cannot hold, by name") {
   TempDir dir("tapegrad_test_bad_inputs");
   const std::string out = " --out " + quote(dir / "run");
   // Each is refused by the strict parser whatever the flag's range: CLI11's own conversion would read
@@ -273,6 +275,8 @@ TEST_CASE("bad inputs: every numeric flag of every subcommand refuses malformed 
   const std::vector<std::string> bad_integers = {"010", "0x10", "", "1x", " 1", "1 ", "+1", "1.5", "1e3", "-0",
                                                  "99999999999999999999999", "-99999999999999999999999"};
   const std::vector<std::string> bad_reals = {"", "1x", " 1", "1 ", "+1", "0x1p3", "1,5", "1e999", "-1e999", "one"};
+  // Numbers a double holds and float32, in which models compute, does not: infinite there, or 0.
+  const std::vector<std::string> beyond_float32 = {"1e300", "-3.5e38", "1e-300", "-1e-39"};
   const std::vector<std::string> commands = subcommands(dir);
   REQUIRE(commands.size() >= 5);
   size_t checked = 0;
@@ -284,6 +288,13 @@ TEST_CASE("bad inputs: every numeric flag of every subcommand refuses malformed 
         const Result r = run_cli(dir, cat(command, " ", flag, " ", quote(value), command == "train" ? out : ""));
         require_one_line_error(r, flag + ": ");
         CHECK(r.exit_code == 2);  // refused while parsing, before any subcommand ran
+      }
+      for (const std::string& value : real ? beyond_float32 : std::vector<std::string>{}) {
+        INFO("tapegrad " << command << " " << flag << " " << value);
+        const Result r = run_cli(dir, cat(command, " ", flag, " ", value, command == "train" ? out : ""));
+        require_one_line_error(r, cat(flag, ": ", value, " is "));
+        CHECK_THAT(r.err, Catch::Contains("in float32"));
+        CHECK(r.exit_code == 2);
       }
       if (type == "UINT") {  // negative is out of range, not wrapped to 2^64 - 5
         INFO("tapegrad " << command << " " << flag << " -5");

@@ -520,10 +520,11 @@ TEST_CASE("cli: bench's lm configuration times the language model: tokens/s, its
 }
 
 TEST_CASE("train: cli a non-finite loss or weight stops training, and --detect-anomaly names the op that made it") {
-  // SGD at lr 1e300 makes the first update's weights infinite or NaN; the next forward reads them.
+  // SGD at lr 3e38 with an L2 weight decay of 3e38 (the largest float32 is 3.4e38): the first update makes
+  // weights infinite or NaN, and the next forward reads them.
   TempDir dir("tapegrad_test_cli");
   const std::string out = dir / "run";
-  const std::string args = "train --optimizer sgd --lr 1e300 --steps 20 --eval-every 1 --out " + quote(out);
+  const std::string args = "train --optimizer sgd --lr 3e38 --weight-decay 3e38 --steps 20 --eval-every 1 --out " + quote(out);
   // Training logs its progress first; the error is the last line.
   const auto last_line = [](const Result& r) { return lines_of(r.err).empty() ? "" : lines_of(r.err).back(); };
   const Result plain = run_cli(dir, args);

@@ -475,10 +475,10 @@ TEST_CASE("faults: a non-finite loss or validation output stops training, and no
 TEST_CASE("faults: weights that became non-finite are never published") {
   TempDir dir("tapegrad_test_faults");
   const std::string out = dir / "run";
-  // SGD at 1e300: the learning rate is infinite in float32, so the first update makes the weights
+  // SGD at 3e38 with an L2 decay of 3e38, near the largest float32: the first update makes the weights
   // infinite (or NaN) while the first loss was finite
   std::vector<std::string> args = train_args(out, 50, 1);
-  for (const char* flag : {"--optimizer", "sgd", "--lr", "1e300"}) args.push_back(flag);
+  for (const char* flag : {"--optimizer", "sgd", "--lr", "3e38", "--weight-decay", "3e38"}) args.push_back(flag);
   const Result r = run_cli(dir, joined(args));
   require_stopped_with(r, "training diverged at step 1 (parameter '");
   CHECK_THAT(r.err, Catch::Contains("after the update): stopped; no checkpoint was saved in " + out));

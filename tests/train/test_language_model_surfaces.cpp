@@ -189,3 +189,22 @@ TEST_CASE("train: lm generate to a full disk fails before its summary line") {
     CHECK_THAT(r.err, Catch::Contains("stdout: could not write the generated text") && !Catch::Contains("tokens/s"));
   }
 }
+
+TEST_CASE("train: lm a real setting float32 cannot hold is refused by train, and in config.json by generate and eval") {
+  TempDir dir("tapegrad_test_lm_surfaces");
+  require_one_line_error(train_lm(dir, "refused", "--norm-eps 1e300"), "--norm-eps: 1e300 is infinite in float32");
+  CHECK(!fs::exists(dir / "refused"));
+  REQUIRE(train_lm(dir, "run", "--context-length 8").exit_code == 0);
+  const std::string path = fs::canonical(dir / "run/config.json").string();
+  for (const double eps : {1e300, 2.0, 1e-45}) {  // infinite in float32, past its declared range, 0 in float32
+    INFO("norm.eps " << eps);
+    json config = json::parse(read_file(path));
+    config["settings"]["norm"]["eps"] = eps;
+    fs::remove(path);
+    std::ofstream(path) << config.dump();
+    require_one_line_error(run_cli(dir, cat("generate --checkpoint ", quote(dir / "run"), " --prompt the")),
+                           "config.json: norm.eps");
+    require_one_line_error(run_cli(dir, cat("eval --checkpoint ", quote(dir / "run"), " --data ", quote(dir / "text.txt"))),
+                           "config.json: norm.eps");
+  }
+}

@@ -38,8 +38,8 @@ std::vector<BadInput> cannot_serve() {
       {"--positional rope with an odd head width", "--positional rope --d-model 6 --heads 2",
        "--positional rope with --d-model 6 and --heads 2: each head's width"},
       {"--top-k above --experts", "--ffn moe --experts 2 --top-k 3", "--top-k 3 is outside [1, --experts 2]"},
-      {"a temperature whose reciprocal overflows", "--temperature 1e-300",
-       "--temperature must be a finite number > 0 whose reciprocal float32 holds"},
+      {"a temperature that makes every softmax one-hot", "--temperature 1e-4",
+       "--temperature must be a finite number in [0.001, 1000], got 0.0001"},
       {"--causal with no layers", "--layers 0 --causal", "--causal configures the encoder layers, and --layers 0"},
       {"--attention linear with no layers", "--layers 0 --attention linear", "--attention configures the encoder layers"},
       {"--positional rope with no layers", "--layers 0 --positional rope",
@@ -97,7 +97,7 @@ TEST_CASE("model settings: --init fine-tunes with its own --dropout and --moe-au
   // Its range, by flag, against the checkpoint's moe block; and the refusal leaves nothing behind.
   require_one_line_error(run_cli(dir, "train --init " + quote(dir / "base/best") + " --moe-aux-weight nan --steps 10 --out " +
                                           quote(dir / "refused")),
-                         "--moe-aux-weight must be a finite number >= 0, got nan");
+                         "--moe-aux-weight must be a finite number in [0, 100], got nan");
   CHECK(!fs::exists(dir / "refused"));
   const json base = json::parse(read_file(dir / "base/config.json"));
   CHECK(base.at("dropout") == 0.0);

@@ -72,11 +72,11 @@ std::vector<Row> non_finite_rows(const std::string& huge, const std::string& hot
       {"eval --json with weights whose forward overflows", "eval --json --checkpoint " + huge + " --data " + data,
        "are not finite ('"},
       {"config.json temperature 1e-300", "predict --checkpoint " + hot + " --text a",
-       "config.json: temperature = 1e-300 is so small that 1/temperature overflows float32"},
+       "config.json: attention.temperature must be a finite number in [0.001, 1000], got 1e-300"},
       {"config.json temperature 1e-300 in eval", "eval --checkpoint " + hot + " --data " + data,
-       "config.json: temperature = 1e-300"},
+       "config.json: attention.temperature must be a finite number in [0.001, 1000], got 1e-300"},
       {"config.json temperature 1e-45", "predict --json --checkpoint " + denormal + " --text a",
-       "config.json: temperature = 1e-45 is so small"},
+       "config.json: attention.temperature must be a finite number in [0.001, 1000], got 1e-45"},
   }};
 }
 

@@ -19,12 +19,11 @@ std::optional<TrainOptions> saved_options(const std::string& dir);
 /// The evaluation batch budget for a checkpoint: the tokens of the batch it was trained with (evaluate.h).
 int64_t evaluation_tokens_for(const std::string& dir, int64_t context_length);
 
-/// load_model, and config.json refused up front when it cannot give finite outputs whatever the text:
-/// the attention multiplies its queries by 1/temperature (nn/attention.cpp), and a temperature whose
-/// reciprocal overflows the weights' dtype makes every attention score infinite (1e-300 in a float32 model).
-/// A checkpoint of a language model is refused, naming the commands that read it (generate, eval --data).
+/// load_model (config.json's settings inside their declared ranges, so that none makes every output
+/// infinite or blind to the text), refusing a checkpoint of a language model and naming the commands that
+/// read it (generate, eval --data).
 LoadedModel load_model_for_outputs(const std::string& dir);
-/// load_language_model, with the same refusal of a temperature whose reciprocal overflows.
+/// load_language_model, refusing a classifier's checkpoint and naming predict.
 LoadedLanguageModel load_language_model_for_outputs(const std::string& dir);
 
 /// A NonFiniteOutput of classify or evaluate as the one line eval and predict give: the checkpoint, which

@@ -1,9 +1,11 @@
 #include "train/cli/number_flags.h"
 
 #include <charconv>
+#include <cmath>
 #include <limits>
 #include <system_error>
 
+#include "autograd/dtype.h"
 #include "autograd/error.h"
 
 namespace tapegrad::cli {
@@ -64,6 +66,10 @@ double parse_real(const std::string& flag, std::string_view text) {
   if (error == std::errc::result_out_of_range)
     refuse(flag, cat(text, " cannot be held by a double (its magnitude is beyond about 1.8e308, or so small that it "
                            "would round to a denormal or 0)"));
+  // One rule for every real flag: what float32, in which models compute, holds (a setting, a rate, a norm
+  // bound). The few kept in double (--comm-timeout's seconds) lose no real use by it. nan and inf pass: each
+  // flag's range rule names them with its range.
+  if (std::isfinite(value) && !float32_holds(value)) refuse(flag, cat(text, " ", float32_refusal(value)));
   return value;
 }
 

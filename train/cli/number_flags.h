@@ -7,8 +7,9 @@
 //            a value that fits the field's type ("--seed -5" and "--steps 9223372036854775808" are refused
 //            with the range). The range a run can use is validate()'s (train/train_options.cpp).
 //   real   : what std::from_chars reads in full (decimal or scientific, a leading '-', "nan", "inf";
-//            no hex floats, no '+', no spaces), and representable as a double. "nan" and "inf" are numbers
-//            to the parser: validate() refuses them by the flag's name with its range.
+//            no hex floats, no '+', no spaces), and held by float32, in which models compute: 0 or a magnitude
+//            in about [1.2e-38, 3.4e38] ("--norm-eps 1e300" is infinite there, "--lr 1e-50" is 0). "nan" and
+//            "inf" are numbers to the parser: validate() refuses them by the flag's name with its range.
 //   path   : not empty ("--resume ''" must not mean "no --resume").
 // Refusals are CLI11 ValidationErrors, "--flag: what is wrong", a parse error (exit 2).
 // tests/train/test_bad_inputs.cpp reads every subcommand's --help and feeds each numeric flag bad values,
