@@ -12,6 +12,28 @@ using nlohmann::json;
 
 namespace {
 
+/// trainer.json's schedule is the one its options make (set_up_training: the rate, warm-up and schedule are
+/// not flags of --resume): one that differs was edited, and would train at rates nobody chose (a negative
+/// base_lr, a min_lr above it, a rate float32 cannot hold). Its total is the last one set (a run stopped
+/// early by --target-acc keeps the total it decays over). IOError naming the key.
+optim::LrSchedule saved_schedule(const json& saved, const optim::LrSchedule& options, const std::string& path) {
+  const auto require = [&](const char* key, const json& value) {
+    if (saved.at(key) != value)
+      throw IOError(cat(path, ": 'schedule.", key, "' is ", saved.at(key).dump(), ", but the run's options make it ",
+                        value.dump(), ": the file was edited"));
+  };
+  require("kind", options.kind);
+  require("base_lr", options.base_lr);
+  require("warmup_steps", options.warmup_steps);
+  require("min_lr", options.min_lr);
+  optim::LrSchedule schedule = options;
+  schedule.total_steps = saved.at("total_steps").get<int64_t>();
+  if (schedule.total_steps <= schedule.warmup_steps || schedule.total_steps > kMaxSteps)
+    throw IOError(cat(path, ": 'schedule.total_steps' is ", schedule.total_steps, ", outside [warmup_steps + 1 = ",
+                      schedule.warmup_steps + 1, ", ", kMaxSteps, "]"));
+  return schedule;
+}
+
 json to_json(const RunTiming& t) {
   return {{"train_seconds", t.train_seconds},
           {"validation_seconds", t.validation_seconds},
@@ -57,10 +79,7 @@ void restore_run_state(Run& run, const json& state, const std::string& dir, int6
   p.step = state.at("step").get<int64_t>();
   p.published_step = p.step;
   p.total_steps = total_steps > 0 ? total_steps : state.at("total_steps").get<int64_t>();
-  const json& s = state.at("schedule");
-  run.schedule = {optim::schedules().at(s.at("kind").get<std::string>()).name, s.at("base_lr").get<double>(),
-                  s.at("warmup_steps").get<int64_t>(), s.at("total_steps").get<int64_t>(),
-                  s.at("min_lr").get<double>()};
+  run.schedule = saved_schedule(state.at("schedule"), run.schedule, dir + "/trainer.json");
   // A new total stretches the decay over it, as a fresh run's set-up would have (else a cosine or linear
   // schedule sits at min_lr for every added step).
   if (total_steps > 0) run.schedule.total_steps = std::max(p.total_steps, run.schedule.warmup_steps + 1);

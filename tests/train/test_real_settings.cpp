@@ -3,6 +3,7 @@
 // registry of declared settings, so a setting added later is covered without a new row.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -96,4 +97,28 @@ TEST_CASE("real settings: trainer.json's real fields are refused where float32 c
                         Catch::Contains(field) && Catch::Contains("float32"));
     }
   }
+}
+
+TEST_CASE("real settings: trainer.json's learning-rate schedule is the one its options make, or --resume refuses it") {
+  TempDir dir("tapegrad_test_real_settings");
+  const std::string run = dir / "run";
+  REQUIRE(run_cli(dir, cat("train --steps 4 --eval-every 2 --schedule cosine --warmup 1 --out ", quote(run))).exit_code == 0);
+  const std::string path = fs::canonical(run + "/trainer.json").string(), original = read_file(path);
+  const std::pair<const char*, json> edits[] = {
+      {"base_lr", -1.0}, {"base_lr", 1e300}, {"min_lr", -1.0}, {"min_lr", 1.0},
+      {"warmup_steps", 0}, {"kind", "linear"}, {"total_steps", 1}};
+  for (const auto& [key, value] : edits) {
+    INFO("schedule." << key << " = " << value.dump());
+    json state = json::parse(original);
+    state.at("schedule")[key] = value;
+    fs::remove(path);
+    std::ofstream(path) << state.dump();
+    require_one_line_error(run_cli(dir, cat("train --resume ", quote(run), " --steps 6")),
+                           cat("trainer.json: 'schedule.", key, "' is ", value.dump()));
+  }
+  fs::remove(path);
+  std::ofstream(path) << original;
+  const Result resumed = run_cli(dir, cat("train --resume ", quote(run), " --steps 6"));  // as saved: it goes on
+  INFO(resumed.err);
+  CHECK(resumed.exit_code == 0);
 }
