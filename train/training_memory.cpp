@@ -33,6 +33,20 @@ std::string gib(double bytes) {
   return text;
 }
 
+/// The address space this process has mapped already (/proc/self/statm's first field), 0 where unknown.
+double mapped_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  double pages = 0;
+  statm >> pages;
+  return pages * static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
+
+/// Address space a step maps beside its tensors: malloc's arena for each thread that allocates (64 MiB
+/// reserved each), OpenBLAS's work buffer for each of its threads and the threads' stacks: a budget for 2
+/// threads, without which ulimit -v was reached first (a words model at 96% of the estimate failed
+/// allocating its logits, or hung inside OpenBLAS's allocator).
+constexpr double kAddressSpaceReserve = 256.0 * 1024 * 1024;
+
 /// The model a built-in task implies, before any example exists: the task's words and the reserved tokens,
 /// one class per symbol (majority) or two (order), and a context of max_len (+ <cls>) unless given.
 nn::ClassifierOptions model_of_task(const TrainOptions& o) {
@@ -200,8 +214,12 @@ MemoryLimit memory_limit() {
     consider(bytes, cat("this machine's ", gib(bytes), " of memory"));
   }
   if (rlimit as{}; ::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
-    const double bytes = static_cast<double>(as.rlim_cur);
-    consider(bytes, cat("the ", gib(bytes), " of address space this process may use (ulimit -v)"));
+    // ulimit -v counts every mapping: the program and its libraries, and what the threads map later.
+    const double bytes = static_cast<double>(as.rlim_cur), mapped = mapped_bytes();
+    const double left = bytes - mapped - kAddressSpaceReserve;
+    consider(std::max(left, 1.0), cat("the ", gib(std::max(left, 0.0)), " of address space left (ulimit -v ", gib(bytes),
+                                      ", of which ", gib(mapped), " is mapped and ", gib(kAddressSpaceReserve),
+                                      " kept for threads)"));
   }
   // cgroup v2, then v1; "max" or a huge number means no limit, which the machine's memory undercuts.
   for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {

@@ -186,7 +186,7 @@ std::vector<BadInput> numbers_and_sizes(const std::string& out) {
 std::vector<BadInput> under_an_address_space_limit(const std::string& out) {
   return {{
       {"a training set beyond ulimit -v", "train --train-size 20000000" + out,
-       "more than the 1.9 GiB of address space this process may use (ulimit -v); lower --train-size"},
+       "of address space left (ulimit -v 1.9 GiB, of which"},
       {"a model beyond ulimit -v", "train --d-model 4096 --ff 4096 --heads 1" + out,
        "this classifier needs about 4.5 GiB to train"},
       {"a bench model beyond ulimit -v", "bench --config small --d-model 4096 --ff 8192 --heads 1",

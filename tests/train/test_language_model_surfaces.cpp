@@ -208,3 +208,15 @@ TEST_CASE("train: lm a real setting float32 cannot hold is refused by train, and
                            "config.json: norm.eps");
   }
 }
+
+TEST_CASE("train: lm --causal, which every language model is, is refused as a flag without effect") {
+  TempDir dir("tapegrad_test_lm_surfaces");
+  require_one_line_error(train_lm(dir, "run", "--causal"), "--causal has no effect with --task lm");
+  CHECK(!fs::exists(dir / "run"));
+}
+
+TEST_CASE("train: a refused flag's hint names the program as it was started") {
+  TempDir dir("tapegrad_test_lm_surfaces");
+  const Result r = run_cli(dir, "train --steps 1.5");
+  require_one_line_error(r, cat("(see ", tapegrad_command(), " train --help)"));
+}

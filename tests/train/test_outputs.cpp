@@ -198,7 +198,8 @@ TEST_CASE("outputs: results that cannot be written to stdout are an error, not a
   for (const std::string& args : {"predict --checkpoint " + quote(run) + " --text 'a b'",
                                   "predict --json --checkpoint " + quote(run) + " --text 'a b'",
                                   "eval --checkpoint " + quote(run) + " --data " + quote(data),
-                                  "eval --json --checkpoint " + quote(run) + " --data " + quote(data)}) {
+                                  "eval --json --checkpoint " + quote(run) + " --data " + quote(data), std::string("--help"),
+                                  std::string("generate --help"), std::string("train --help")}) {
     INFO(args);
     // /dev/full: every write fails with ENOSPC, as on a full disk
     const Result r = run_shell(dir, cat("timeout 60 ", tapegrad_command(), " ", args, " > /dev/full"));

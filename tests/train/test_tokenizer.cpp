@@ -102,6 +102,10 @@ TEST_CASE("tokenizer: tokenizer.json saves and loads the same tokenizer, and a d
   refused(R"({"kind": "characters", "tokens": ["<unk>", "a", "a"]})", "'tokens'[2] \"a\" appears twice");
   refused(R"({"kind": "characters", "tokens": ["<unk>", 7]})", "'tokens'[1] must be a string");
   refused(R"({"kind": "words", "tokens": ["<unk>", "two words"]})", "must be one word without whitespace");
+  // A token is shown as a JSON string: a newline in it (a characters tokenizer's "\n" read as words) stays
+  // on the message's one line.
+  refused(R"({"kind": "words", "tokens": ["<unk>", "\n"]})", R"('tokens'[1] must be one word without whitespace, got "\n")");
+  refused(R"({"kind": "characters", "tokens": ["<unk>", "\n", "\n"]})", R"('tokens'[2] "\n" appears twice)");
   refused(R"({"kind": "words", "tokens": ["<unk>", ""]})", "must be non-empty UTF-8");
   refused(R"({"kind": "words", "tokens": ["<unk>"], "merges": []})", "unknown key 'merges'");
 }

@@ -170,7 +170,7 @@ TEST_CASE("training memory: a language model that cannot fit is refused in its o
   const std::vector<Case> cases = {
       {"the (B, T, V) logits of 20 000 words", "--tokenizer words --context-length 256 --batch-size 512",
        {"this language model needs about 21.3 GiB to train (1.31e+06 parameters, batch 512 x context 256, "
-        "vocabulary 20001), more than the 1.9 GiB of address space",
+        "vocabulary 20001), more than the 1.5 GiB of address space left (ulimit -v 1.9 GiB, of which",
         "lower --batch-size, --context-length, --d-model, --ff or --layers, or the vocabulary: " + vocabulary}},
       {"the V x C embedding and head of 20 000 words", "--tokenizer words --d-model 4096 --layers 0 --batch-size 1",
        {"this language model needs about", "(1.64e+08 parameters, batch 1 x context 128, vocabulary 20001)", vocabulary}},

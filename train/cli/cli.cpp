@@ -52,16 +52,27 @@ int tapegrad::cli::main(int argc, char** argv) {
                    "process, without mpirun\n", launch.ranks, argc < 2 ? "it" : argv[1]);
     return 2;
   }
+  // Results (or --help) that could not be written, to stdout on a full disk or past a file-size limit, are a
+  // failure, never a silent exit 0: `code` if everything printed reached stdout, else 1 with one line.
+  const auto written = [&subcommand](int code) {
+    std::cout.flush();
+    errno = 0;
+    if (std::fflush(stdout) == 0 && !std::ferror(stdout) && !std::cout.fail()) return code;
+    std::fprintf(stderr, "tapegrad%s: stdout: could not write the results%s\n", subcommand().c_str(),
+                 errno ? cat(" (", std::strerror(errno), ")").c_str() : "");
+    return 1;
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return written(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return written(app.exit(e));
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
+    if (e.get_exit_code() == 0) return written(app.exit(e));
     const std::string sub = subcommand();
-    std::fprintf(stderr, "tapegrad%s: %s (see tapegrad%s --help)\n", sub.c_str(), e.what(), sub.c_str());
+    const std::string help = sub.empty() ? suggested_command({"--help"}) : suggested_command({sub.substr(1), "--help"});
+    std::fprintf(stderr, "tapegrad%s: %s (see %s)\n", sub.c_str(), e.what(), help.c_str());
     return 2;
   } catch (const Interrupted& e) {  // stopped by SIGINT or SIGTERM after saving: exit as a shell reports it
     if (train_flags.launch.rank == 0) std::fprintf(stderr, "%s\n", e.what());
@@ -88,15 +99,5 @@ int tapegrad::cli::main(int argc, char** argv) {
     std::fprintf(stderr, "tapegrad%s: %s\n", sub.c_str(), e.what());
     return 1;
   }
-  // Results that could not be written (stdout on a full disk, a file-size limit) are a failure, never a
-  // silent exit 0.
-  std::cout.flush();
-  errno = 0;
-  if (std::fflush(stdout) != 0 || std::ferror(stdout) || std::cout.fail()) {
-    const std::string sub = subcommand();
-    std::fprintf(stderr, "tapegrad%s: stdout: could not write the results%s\n", sub.c_str(),
-                 errno ? cat(" (", std::strerror(errno), ")").c_str() : "");
-    return 1;
-  }
-  return 0;
+  return written(0);
 }

@@ -70,6 +70,9 @@ std::string code_point_hex(const std::string& character) {
   return text;
 }
 
+/// A token as a message shows it: a JSON string, so that "\n" or a quote stays on the message's one line.
+std::string shown(const std::string& token) { return nlohmann::json(token).dump(); }
+
 }  // namespace
 
 /// What SentencePiece says went wrong, without the source file and the failed condition it puts first
@@ -255,17 +258,17 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path)
     if (token.empty() || find_invalid_utf8(token) != token.size() || token.find('\0') != std::string::npos)
       throw IOError(cat(path, ": 'tokens'[", i, "] must be non-empty UTF-8 without NUL bytes"));
     if (i > 0 && kind == Kind::characters && characters_of(token).size() != 1)
-      throw IOError(cat(path, ": 'tokens'[", i, "] must be one character, got \"", token, "\""));
+      throw IOError(cat(path, ": 'tokens'[", i, "] must be one character, got ", shown(token)));
     // learn numbers the characters by code point: ids out of that order are not a tokenizer learn made (two
     // swapped entries would read every text with the two characters exchanged).
     // (equal code points are "appears twice", below)
     if (i > 1 && kind == Kind::characters && code_point(token) < code_point(tokens.back()))
-      throw IOError(cat(path, ": 'tokens'[", i, "] ", nlohmann::json(token).dump(), " (U+", code_point_hex(token),
-                        ") comes after ", nlohmann::json(tokens.back()).dump(), " (U+", code_point_hex(tokens.back()),
+      throw IOError(cat(path, ": 'tokens'[", i, "] ", shown(token), " (U+", code_point_hex(token), ") comes after ",
+                        shown(tokens.back()), " (U+", code_point_hex(tokens.back()),
                         "): a characters tokenizer lists its characters in code-point order"));
     if (i > 0 && kind == Kind::words && split_words(token) != std::vector<std::string>{token})
-      throw IOError(cat(path, ": 'tokens'[", i, "] must be one word without whitespace, got \"", token, "\""));
-    if (!seen.insert(token).second) throw IOError(cat(path, ": 'tokens'[", i, "] \"", token, "\" appears twice"));
+      throw IOError(cat(path, ": 'tokens'[", i, "] must be one word without whitespace, got ", shown(token)));
+    if (!seen.insert(token).second) throw IOError(cat(path, ": 'tokens'[", i, "] ", shown(token), " appears twice"));
     tokens.push_back(std::move(token));
   }
   refuse_other_keys("tokens");
