@@ -97,7 +97,9 @@ void refuse_flags_without_effect(const CLI::App& cmd, const std::vector<TrainFla
     refuse(with(kLanguageModelOnly), cat("applies to --task ", kLanguageModelTask, " only"));
   if (language_model && given("--tokenizer-model")) refuse({"--vocab-size"}, "is the --tokenizer-model's own");
   // The one setting a language model fixes (nn::body_options): every position sees only its past.
-  if (language_model) refuse({"--causal"}, cat("has no effect with --task ", kLanguageModelTask, ": a language model's attention is always causal"));
+  if (language_model)
+    refuse({"--causal"}, cat("has no effect with --task ", kLanguageModelTask,
+                             ": a language model's attention is always causal"));
   if (given("--data")) {
     std::vector<std::string> task_only = with(kTaskOnly);
     if (language_model) std::erase(task_only, std::string("--task"));  // lm is --data's text
