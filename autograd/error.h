@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace tapegrad {
@@ -39,6 +40,29 @@ std::string cat(Parts&&... parts) {
   std::ostringstream out;
   (out << ... << std::forward<Parts>(parts));
   return out.str();
+}
+
+/// A name as a message shows it, in single quotes: in_quotes("relu") is 'relu'. A name read from a file may hold
+/// anything, so a control character, a byte past ASCII, a quote or a backslash is written as an escape
+/// ('re\nlu', '\xc3\xa9'): the message stays one line and says exactly which bytes the file held.
+inline std::string in_quotes(std::string_view name) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (const char c : name) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\\' || c == '\'') {
+      out += {'\\', c};
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20 || byte >= 0x7f) {
+      out += {'\\', 'x', kHex[byte >> 4], kHex[byte & 15]};
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
 }
 
 }  // namespace tapegrad

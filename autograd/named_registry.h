@@ -42,7 +42,7 @@ class NamedRegistry {
   /// is registered twice"), and nothing is added. Returns true, so that a file registers at load time.
   bool add(Entry entry) {
     if (entry.name.empty()) throw ValueError(cat(adder_, ": a ", kind_, " needs a name"));
-    if (find(entry.name)) throw ValueError(cat(adder_, ": ", kind_, " '", entry.name, "' is registered twice"));
+    if (find(entry.name)) throw ValueError(cat(adder_, ": ", kind_, " ", in_quotes(entry.name), " is registered twice"));
     entries_.push_back(std::move(entry));
     return true;
   }
@@ -63,7 +63,7 @@ class NamedRegistry {
   /// "unknown optimizer 'lion' (registered: sgd, adam or adamw)": the message of a name no loaded code
   /// registered, for callers that put the flag or field in front of it.
   std::string unknown(const std::string& name) const {
-    return cat("unknown ", kind_, " '", name, "' (registered: ", choices(), ")");
+    return cat("unknown ", kind_, " ", in_quotes(name), " (registered: ", choices(), ")");
   }
 
   /// The names in registration order (the built-in ones first).

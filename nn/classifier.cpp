@@ -77,7 +77,7 @@ template <class Kind>
 void check_registered(const std::string& name, const std::string& prefix, const FieldNames& names) {
   const std::vector<std::string> registered = component_names<Kind>();
   if (std::find(registered.begin(), registered.end(), name) == registered.end())
-    throw ValueError(cat(prefix, describe(names(Kind::kName), cat("'", name, "'")),
+    throw ValueError(cat(prefix, describe(names(Kind::kName), in_quotes(name)),
                          " is not registered (registered: ", component_choices<Kind>(), ")"));
 }
 

@@ -56,7 +56,7 @@ void check_kind(std::string ClassifierOptions::*field, std::vector<std::string>&
   for (const std::string& name : component_names<Kind>()) {
     ClassifierOptions options = micro();
     options.*field = name;
-    check_variant(cat(Kind::kName, " '", name, "'"), options, problems);
+    check_variant(cat(Kind::kName, " ", in_quotes(name)), options, problems);
   }
 }
 

@@ -142,7 +142,7 @@ std::string component_choices() {
 
 template <class Kind>
 VariantSettings settings_of(const ComponentSettings& values, const std::string& variant) {
-  return VariantSettings(Kind::kName, cat(Kind::kName, " '", variant, "'"), component<Kind>(variant).settings, values);
+  return VariantSettings(Kind::kName, cat(Kind::kName, " ", in_quotes(variant)), component<Kind>(variant).settings, values);
 }
 
 std::vector<DeclaredSetting> declared_settings() {

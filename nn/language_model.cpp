@@ -56,7 +56,7 @@ void validate(const LanguageModelOptions& options, const std::string& context, c
     return std::any_of(declared.begin(), declared.end(), [](const SettingSpec& s) { return s.name == "causal"; });
   };
   if (known && !declares_causal(component<AttentionKind>(options.attention).settings))
-    throw ValueError(cat(context.empty() ? "" : context + ": ", describe(names("attention"), cat("'", options.attention, "'")),
+    throw ValueError(cat(context.empty() ? "" : context + ": ", describe(names("attention"), in_quotes(options.attention)),
                          " cannot hide later positions (no causal setting): a language model needs it"));
   validate(body_options(options), context, names);
 }

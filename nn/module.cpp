@@ -10,7 +10,7 @@ namespace tapegrad::nn {
 
 void Module::add_parameter(const std::string& name, const Tensor& value) {
   for (const auto& [existing, _] : parameters_)
-    if (existing == name) throw ValueError(cat("register_parameter: '", name, "' is registered twice"));
+    if (existing == name) throw ValueError(cat("register_parameter: ", in_quotes(name), " is registered twice"));
   parameters_.emplace_back(name, value);
 }
 
@@ -101,7 +101,7 @@ std::string shared_difference(const std::string& first_name, const Tensor& first
   const std::vector<double> a = first.to_vector(), b = t.to_vector();
   for (size_t i = 0; i < a.size(); ++i)
     if (a[i] != b[i] && !(std::isnan(a[i]) && std::isnan(b[i])))
-      return cat("'", first_name, "' and '", name, "' are one tensor: element ", i, " is ", a[i], " and ", b[i]);
+      return cat(in_quotes(first_name), " and ", in_quotes(name), " are one tensor: element ", i, " is ", a[i], " and ", b[i]);
   return "";
 }
 
@@ -111,7 +111,7 @@ void Module::load_state_dict(const NamedTensors& state) {
   const NamedTensors own = state_dict();  // every name: a shared tensor's entry is expected under each
   std::map<std::string, Tensor> given;
   for (const auto& [name, t] : state) {
-    if (!given.emplace(name, t).second) throw ValueError(cat("load_state_dict: entry '", name, "' appears twice"));
+    if (!given.emplace(name, t).second) throw ValueError(cat("load_state_dict: entry ", in_quotes(name), " appears twice"));
   }
   // Check everything before changing anything, so a bad state leaves the module as it was, and name every
   // problem at once: a file from another model differs in many entries, and one at a time hides the pattern.
@@ -122,17 +122,17 @@ void Module::load_state_dict(const NamedTensors& state) {
     known.insert(name);
     auto it = given.find(name);
     if (it == given.end()) {
-      missing.push_back(cat("'", name, "' ", param.shape()));
+      missing.push_back(cat(in_quotes(name), " ", param.shape()));
       continue;
     }
     const Tensor& t = it->second;
     const bool shape_ok = t.shape() == param.shape();
-    if (!shape_ok) wrongly_shaped.push_back(cat("'", name, "': given ", t.shape(), ", expected ", param.shape()));
+    if (!shape_ok) wrongly_shaped.push_back(cat(in_quotes(name), ": given ", t.shape(), ", expected ", param.shape()));
     bool dtype_ok = false;
     if (!is_floating(t.dtype()))
-      wrongly_typed.push_back(cat("'", name, "' is ", dtype_name(t.dtype()), ", not a float"));
+      wrongly_typed.push_back(cat(in_quotes(name), " is ", dtype_name(t.dtype()), ", not a float"));
     else if (itemsize(t.dtype()) > itemsize(param.dtype()))  // float64 into float32 would round every value
-      wrongly_typed.push_back(cat("'", name, "' is ", dtype_name(t.dtype()), " and the module ",
+      wrongly_typed.push_back(cat(in_quotes(name), " is ", dtype_name(t.dtype()), " and the module ",
                                   dtype_name(param.dtype()), ": narrowing would lose precision"));
     else
       dtype_ok = true;
@@ -144,7 +144,7 @@ void Module::load_state_dict(const NamedTensors& state) {
     if (!difference.empty()) different.push_back(std::move(difference));
   }
   for (const auto& [name, t] : state)
-    if (!known.count(name)) unexpected.push_back(cat("'", name, "' ", t.shape()));
+    if (!known.count(name)) unexpected.push_back(cat(in_quotes(name), " ", t.shape()));
   if (!missing.empty() || !unexpected.empty() || !wrongly_shaped.empty() || !wrongly_typed.empty() ||
       !different.empty()) {
     std::string message = "load_state_dict:";

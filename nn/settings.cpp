@@ -80,13 +80,13 @@ bool VariantSettings::declares(const std::string& name) const {
 
 const SettingValue& VariantSettings::value(const std::string& name, SettingType type) const {
   const auto spec = std::find_if(specs_->begin(), specs_->end(), [&](const SettingSpec& s) { return s.name == name; });
-  if (spec == specs_->end()) throw ValueError(cat(what_, " declares no setting '", name, "'"));
+  if (spec == specs_->end()) throw ValueError(cat(what_, " declares no setting ", in_quotes(name)));
   if (spec->type != type)
-    throw ValueError(cat(what_, ": setting '", name, "' is declared ", setting_type_name(spec->type), ", read as ",
+    throw ValueError(cat(what_, ": setting ", in_quotes(name), " is declared ", setting_type_name(spec->type), ", read as ",
                          setting_type_name(type)));
   const SettingValue* given = values_->find(kind_, name);
   if (given && given->index() != spec->default_value.index())
-    throw ValueError(cat(what_, ": setting '", name, "' = ", format_setting(*given), " is not of type ",
+    throw ValueError(cat(what_, ": setting ", in_quotes(name), " = ", format_setting(*given), " is not of type ",
                          setting_type_name(type)));
   return given ? *given : spec->default_value;
 }
@@ -162,7 +162,7 @@ void validate_settings(const ComponentSettings& values, const std::vector<Chosen
       });
       const std::string field = names(cat(kind, ".", name));
       if (declaration == declared.end())
-        throw ValueError(cat(prefix, field, ": no ", kind, " declares a setting '", name, "'"));
+        throw ValueError(cat(prefix, field, ": no ", kind, " declares a setting ", in_quotes(name)));
       const std::vector<std::string>& by = declaration->variants;
       if (std::find(by.begin(), by.end(), variant->variant) == by.end()) {
         throw ValueError(cat(prefix, field, " applies to ", describe(names(kind), choices_text(by)), " only, not ",
@@ -174,7 +174,7 @@ void validate_settings(const ComponentSettings& values, const std::vector<Chosen
     }
   }
   for (const ChosenVariant& c : chosen)
-    check_ranges(c.kind, VariantSettings(c.kind, cat(c.kind, " '", c.variant, "'"), *c.specs, values), prefix, names);
+    check_ranges(c.kind, VariantSettings(c.kind, cat(c.kind, " ", in_quotes(c.variant)), *c.specs, values), prefix, names);
 }
 
 }  // namespace tapegrad::nn

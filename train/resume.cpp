@@ -50,7 +50,7 @@ TrainOptions resumed_options(const json& state, const std::string& state_path, c
     return field == "model.ffn" ? cat(dir, "'s --ffn") : std::string("--activation-checkpointing");
   });
   try {
-    validate(o);
+    validate(o, [](std::string_view field) { return cat("'options.", field, "'"); });
   } catch (const ValueError& e) {
     throw IOError(cat(state_path, ": the saved options are invalid: ", e.what()));
   }
@@ -68,14 +68,38 @@ void require_same_examples(const Run& run, const json& state) {
   }
 }
 
+/// trainer.json's model options are what the run's other options and its data make of them
+/// (fit_model_to_data): a value that differs was edited, and would be silently replaced.
+void require_fitted_model(const Run& run, const json& state, const std::string& state_path) {
+  const json& saved = state.at("options").at("model");
+  const json fitted = to_json(run.options).at("model");
+  for (const auto& [key, value] : fitted.items())
+    if (saved.at(key) != value)
+      throw IOError(cat(state_path, ": 'options.model.", key, "' is ", saved.at(key).dump(), ", but the run's other options and ",
+                        "its data make it ", value.dump(), ": the file was edited"));
+}
+
+/// The saved weights into the model the saved options make; a checkpoint whose weights another model wrote is
+/// refused by the files' names.
+void load_saved_weights(Run& run, const nn::NamedTensors& weights, const std::string& dir) {
+  try {
+    run.model->module().load_state_dict(weights);
+  } catch (const Error& e) {  // a shape, dtype or value the saved options do not make
+    std::string_view what = e.what();
+    if (what.rfind("load_state_dict: ", 0) == 0) what.remove_prefix(17);
+    throw IOError(cat(dir, "/model.safetensors: not the model ", dir, "/trainer.json's options make (", what, ")"));
+  }
+}
+
 /// Ranks 1.. continue their own dropout streams when the checkpoint has them (the same number of ranks), else
 /// start new ones from the seed, the rank and the step.
-void restore_rank_dropout(Run& run, const json& state) {
+void restore_rank_dropout(Run& run, const json& state, const std::string& path) {
   const int rank = run.ranks.comm->rank();
   if (rank == 0) return;
   const json saved_streams = state.at("rng").value("dropout_ranks", json::array());
   if (static_cast<size_t>(rank) <= saved_streams.size())
-    run.dropout_rng->set_state(generator_state(saved_streams.at(static_cast<size_t>(rank) - 1)));
+    run.dropout_rng->set_state(generator_state(saved_streams.at(static_cast<size_t>(rank) - 1), path,
+                                               cat("rng.dropout_ranks[", rank - 1, "].")));
   else
     *run.dropout_rng = rank_dropout_stream(run.options.seed ^ kDropoutStream, rank, run.progress.step);
 }
@@ -102,17 +126,18 @@ int restore_run(Run& run, const std::string& dir, const ResumeOptions& options, 
       saved = load_model(dir);
     run.data = load_training_data(run.options, saved ? &saved->vocab : nullptr, saved_lm ? &saved_lm->tokenizer : nullptr);
     fit_model_to_data(run.options, run.data);
+    require_fitted_model(run, state, state_path);
     require_same_examples(run, state);
     run.dropout_rng = std::make_shared<Generator>(0);  // its state is restored below
     Generator unused(0);                               // the saved weights replace the initial ones
     build_model(run, build, unused);
-    run.model->module().load_state_dict(saved ? saved->model->state_dict() : saved_lm->model->state_dict());
+    load_saved_weights(run, saved ? saved->model->state_dict() : saved_lm->model->state_dict(), dir);
     set_up_training(run);
     load_optimizer_state(*run.optimizer, dir + "/optimizer.safetensors");
     restore_run_state(run, state, dir, options.steps);
     if (options.steps > 0 && options.steps <= run.progress.step)
       throw ValueError(cat("--steps ", options.steps, " is not more than the ", run.progress.step, " steps ", dir, " has done"));
-    restore_rank_dropout(run, state);
+    restore_rank_dropout(run, state, state_path);
     return state.value("ranks", 1);
   } catch (const json::exception& e) {
     throw IOError(cat(state_path, ": malformed trainer state (", json_error_text(e), ")"));

@@ -1,6 +1,7 @@
 #include "train/run_state.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "train/io/read_file.h"
@@ -43,7 +44,7 @@ json to_json(const RunTiming& t) {
 }  // namespace
 
 json Run::trainer_state(double elapsed) const {
-  json state = {{"format", "tapegrad-trainer-1"},
+  json state = {{"format", kTrainerFormat},
                 {"step", progress.step},
                 {"total_steps", progress.total_steps},
                 {"epoch", data.stream->epoch()},
@@ -71,34 +72,72 @@ json Run::trainer_state(double elapsed) const {
 json read_trainer_state(const std::string& path) {
   // Its deepest containers are the RNG states' word arrays, four levels below the top.
   constexpr int kMaxDepth = 8;
-  return parse_json_strictly(read_whole_file(path, kJsonFileLimit), path, kMaxDepth);
+  json state = parse_json_strictly(read_whole_file(path, kJsonFileLimit), path, kMaxDepth);
+  JsonFields fields(state, path);
+  const std::string format = fields.string("format");
+  if (format != kTrainerFormat)
+    throw IOError(cat(path, ": 'format' is ", json(format).dump(), ", not ", json(kTrainerFormat).dump(),
+                      " (a file this version cannot read)"));
+  return state;
 }
 
-void restore_run_state(Run& run, const json& state, const std::string& dir, int64_t total_steps) {
-  RunProgress& p = run.progress;
-  p.step = state.at("step").get<int64_t>();
+namespace {
+
+/// The counters, best validation and time of trainer.json, each inside the range a run writes: an edited
+/// value would otherwise resume at a negative step, report a best step after the last one, or count time
+/// that never passed. IOError naming the key.
+void restore_progress(RunProgress& p, JsonFields& fields, int64_t total_steps) {
+  // More than any run has lasted (317 years), and far inside what a double adds up exactly to the second.
+  constexpr double kMaxSeconds = 1e10;
+  p.step = fields.integer_in("step", 0, kMaxSteps);
   p.published_step = p.step;
-  p.total_steps = total_steps > 0 ? total_steps : state.at("total_steps").get<int64_t>();
-  run.schedule = saved_schedule(state.at("schedule"), run.schedule, dir + "/trainer.json");
-  // A new total stretches the decay over it, as a fresh run's set-up would have (else a cosine or linear
-  // schedule sits at min_lr for every added step).
-  if (total_steps > 0) run.schedule.total_steps = std::max(p.total_steps, run.schedule.warmup_steps + 1);
-  run.data.stream->set_state(state.at("rng").at("data"));
-  run.dropout_rng->set_state(generator_state(state.at("rng").at("dropout")));
-  p.best_accuracy = state.at("best").at("accuracy").get<double>();
-  p.best_loss = state.at("best").at("loss").get<double>();
-  p.best_step = state.at("best").at("step").get<int64_t>();
-  p.elapsed_before = state.at("elapsed_seconds").get<double>();
-  if (state.contains("timing")) {
-    const json& t = state.at("timing");
-    p.timing = {t.at("train_seconds").get<double>(), t.at("validation_seconds").get<double>(),
-                t.at("checkpoint_seconds").get<double>()};
+  const int64_t saved_total = fields.integer_in("total_steps", std::max<int64_t>(p.step, 1), kMaxSteps);
+  p.total_steps = total_steps > 0 ? total_steps : saved_total;
+  fields.integer_in("epoch", 0, kMaxSteps);  // written for readers; the data stream keeps its own
+  p.truncated = fields.integer_in("truncated", 0, INT64_MAX);
+  p.elapsed_before = fields.number_in("elapsed_seconds", 0, kMaxSeconds);
+  if (fields.has("timing")) {
+    JsonFields t(fields.object("timing"), fields.file(), "timing.");
+    p.timing = {t.number_in("train_seconds", 0, kMaxSeconds), t.number_in("validation_seconds", 0, kMaxSeconds),
+                t.number_in("checkpoint_seconds", 0, kMaxSeconds)};
+    t.refuse_unknown();
   } else {  // a run from before the split: all its time counts as training
     p.timing.train_seconds = p.elapsed_before;
   }
-  p.truncated = state.at("truncated").get<int64_t>();
-  p.window_loss = state.at("window").at("loss").get<double>();
-  p.window_steps = state.at("window").at("steps").get<int64_t>();
+  JsonFields best(fields.object("best"), fields.file(), "best.");
+  p.best_accuracy = best.number_in("accuracy", -1, 1);  // -1: no validation yet
+  if (p.best_accuracy < 0 && p.best_accuracy != -1)
+    throw IOError(cat(fields.file(), ": 'best.accuracy' is ", p.best_accuracy, ", neither -1 (none yet) nor in [0, 1]"));
+  p.best_loss = best.number_in("loss", 0, HUGE_VAL);
+  p.best_step = best.integer_in("step", 0, p.step);
+  best.refuse_unknown();
+  JsonFields window(fields.object("window"), fields.file(), "window.");
+  p.window_loss = window.number_in("loss", 0, HUGE_VAL);
+  p.window_steps = window.integer_in("steps", 0, p.step);
+  window.refuse_unknown();
+}
+
+}  // namespace
+
+void restore_run_state(Run& run, const json& state, const std::string& dir, int64_t total_steps) {
+  const std::string path = dir + "/trainer.json";
+  JsonFields fields(state, path);
+  fields.string("format");  // read_trainer_state checked it
+  fields.object("options");  // read by train_options_from_json
+  if (fields.has("data")) fields.object("data");  // the fingerprints, compared by resume
+  if (fields.has("ranks")) fields.integer_in("ranks", 1, INT32_MAX);
+  RunProgress& p = run.progress;
+  restore_progress(p, fields, total_steps);
+  run.schedule = saved_schedule(fields.object("schedule"), run.schedule, path);
+  // A new total stretches the decay over it, as a fresh run's set-up would have (else a cosine or linear
+  // schedule sits at min_lr for every added step).
+  if (total_steps > 0) run.schedule.total_steps = std::max(p.total_steps, run.schedule.warmup_steps + 1);
+  JsonFields rng(fields.object("rng"), path, "rng.");
+  run.data.stream->set_state(rng.object("data"), path);
+  run.dropout_rng->set_state(generator_state(rng.object("dropout"), path, "rng.dropout."));
+  if (rng.has("dropout_ranks")) rng.array("dropout_ranks");  // read by resume on ranks 1..
+  rng.refuse_unknown();
+  fields.refuse_unknown();
   p.metrics.clear();
   if (std::filesystem::exists(dir + "/metrics.csv")) {
     for (const MetricsRow& row : read_metrics_csv(dir + "/metrics.csv"))

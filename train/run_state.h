@@ -71,15 +71,18 @@ struct Run {
   nlohmann::json trainer_state(double elapsed) const;
 };
 
+inline constexpr const char* kTrainerFormat = "tapegrad-trainer-1";
+
 /// A run directory's trainer.json, read as hostile (a size limit, strict JSON: no key twice, bounded
-/// nesting); IOError naming the file. Its "options" are read by train_options_from_json.
+/// nesting, its 'format' this version's); IOError naming the file. Its "options" are read by
+/// train_options_from_json.
 nlohmann::json read_trainer_state(const std::string& path);
 
 /// Sets run's progress, schedule and RNG states to those of trainer.json `state`, and its metrics to the rows
 /// of dir/metrics.csv up to the saved step (a kill between writing metrics.csv and publishing leaves later rows,
 /// which the continued run writes again). The run must already hold its data, model and optimizer.
-/// `total_steps` > 0 is a new total, stretching a decaying schedule over it; 0 keeps the saved one. json
-/// exceptions when state is malformed.
+/// `total_steps` > 0 is a new total, stretching a decaying schedule over it; 0 keeps the saved one. IOError
+/// naming the key when a field is missing, of another type, unknown, or outside the range a run writes.
 void restore_run_state(Run& run, const nlohmann::json& state, const std::string& dir, int64_t total_steps);
 
 }  // namespace tapegrad

@@ -91,7 +91,7 @@ void validate_language_model_run(const TrainOptions& o, const OptionNames& name)
                          ": its training windows start at random places of the text, so there are no epochs; give ",
                          name("steps")));
   if (o.tokenizer != "characters" && o.tokenizer != "words" && o.tokenizer != "bpe")
-    throw ValueError(cat(name("tokenizer"), " must be characters, words or bpe, got '", o.tokenizer, "'"));
+    throw ValueError(cat(name("tokenizer"), " must be characters, words or bpe, got ", in_quotes(o.tokenizer)));
   require(name, o.vocab_size >= 2 && o.vocab_size <= kMaxWidth, "vocab_size", cat("in [2, ", kMaxWidth, "]"), o.vocab_size);
   if (!o.tokenizer_model.empty() && o.tokenizer != "bpe")
     throw ValueError(cat(name("tokenizer_model"), " is a SentencePiece model: it needs ", name("tokenizer"), " bpe, not ",
@@ -102,7 +102,7 @@ void validate_language_model_run(const TrainOptions& o, const OptionNames& name)
 
 void validate_activation_checkpointing(const TrainOptions& o, const OptionNames& name) {
   if (o.activation_checkpointing != "auto" && o.activation_checkpointing != "on" && o.activation_checkpointing != "off")
-    throw ValueError(cat(name("activation_checkpointing"), " must be auto, on or off, got '", o.activation_checkpointing, "'"));
+    throw ValueError(cat(name("activation_checkpointing"), " must be auto, on or off, got ", in_quotes(o.activation_checkpointing)));
   // A layer's auxiliary loss (moe's load balancing) is recorded when its forward runs; a checkpointed layer's
   // forward runs again in backward, too late to add it. auto leaves such layers whole.
   if (o.activation_checkpointing == "on" && o.model.n_layers > 0 &&

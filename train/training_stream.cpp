@@ -7,6 +7,7 @@
 #include "train/data/tsv.h"
 #include "train/io/fingerprint.h"
 #include "train/io/read_file.h"
+#include "train/io/strict_json.h"
 #include "train/next_token_model.h"
 
 namespace tapegrad {
@@ -91,9 +92,20 @@ json to_json(const Generator::State& s) {
   return {{"words", s.words}, {"has_spare_normal", s.has_spare_normal}, {"spare_normal", s.spare_normal}};
 }
 
-Generator::State generator_state(const json& j) {
-  return {j.at("words").get<std::array<uint64_t, 4>>(), j.at("has_spare_normal").get<bool>(),
-          j.at("spare_normal").get<double>()};
+Generator::State generator_state(const json& j, const std::string& file, const std::string& prefix) {
+  JsonFields fields(j, file, prefix);
+  Generator::State state{};
+  const json& words = fields.array("words", state.words.size());
+  for (size_t i = 0; i < state.words.size(); ++i) {
+    if (!words[i].is_number_unsigned()) throw IOError(cat(file, ": ", fields.quoted("words"), " must hold non-negative integers, got ", words[i].dump()));
+    state.words[i] = words[i].get<uint64_t>();
+  }
+  if (state.words == decltype(state.words){})
+    throw IOError(cat(file, ": ", fields.quoted("words"), " are all 0, a state no generator reaches (it would give only zeros)"));
+  state.has_spare_normal = fields.boolean("has_spare_normal");
+  state.spare_normal = fields.number("spare_normal");
+  fields.refuse_unknown();
+  return state;
 }
 
 TrainingStream::TrainingStream(std::vector<Example> examples, bool shuffle, uint64_t seed)
@@ -119,19 +131,20 @@ json TrainingStream::state() const {
   return {{"epoch", epoch_}, {"cursor", cursor_}, {"epoch_start_rng", to_json(epoch_start_)}};
 }
 
-void TrainingStream::set_state(const json& j) {
+void TrainingStream::set_state(const json& j, const std::string& file) {
+  const std::string prefix = "rng.data.";
+  JsonFields fields(j, file, prefix);
   if (windows_) {
-    windows_->set_state(generator_state(j.at("windows")));
-    return;
+    windows_->set_state(generator_state(fields.object("windows"), file, prefix + "windows."));
+  } else if (task_) {
+    task_->set_state(generator_state(fields.object("task"), file, prefix + "task."));
+  } else {
+    epoch_ = fields.integer_in("epoch", 0, kMaxSteps);
+    shuffle_gen_.set_state(generator_state(fields.object("epoch_start_rng"), file, prefix + "epoch_start_rng."));
+    start_epoch();  // redraws this epoch's order from the state it started with
+    cursor_ = fields.integer_in("cursor", 0, size());
   }
-  if (task_) {
-    task_->set_state(generator_state(j.at("task")));
-    return;
-  }
-  epoch_ = j.at("epoch").get<int64_t>();
-  shuffle_gen_.set_state(generator_state(j.at("epoch_start_rng")));
-  start_epoch();  // redraws this epoch's order from the state it started with
-  cursor_ = j.at("cursor").get<int64_t>();
+  fields.refuse_unknown();
 }
 
 void TrainingStream::start_epoch() {

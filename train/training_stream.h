@@ -20,9 +20,10 @@
 
 namespace tapegrad {
 
-/// A generator's state as trainer.json holds it, and back (json exceptions when malformed).
+/// A generator's state as trainer.json holds it, and back: IOError naming `file` and the key below `prefix`
+/// when it is not one a generator can be in (its four words all zero would give zeros forever).
 nlohmann::json to_json(const Generator::State& state);
-Generator::State generator_state(const nlohmann::json& json);
+Generator::State generator_state(const nlohmann::json& json, const std::string& file, const std::string& prefix);
 
 /// The training examples, one batch at a time: a fresh task stream, a language model's random windows, or a
 /// fixed set visited in epochs (reshuffled at the start of each epoch unless --no-shuffle; the last batch of
@@ -40,9 +41,10 @@ class TrainingStream {
   /// The next n examples (fewer at the end of an epoch of a fixed set).
   std::vector<Example> next_batch(int64_t n);
 
-  /// Where the stream stands, for trainer.json; set_state continues from it.
+  /// Where the stream stands, for trainer.json's 'rng.data'; set_state continues from it (IOError naming
+  /// `file` and the key when it is not a state of this stream: an epoch's cursor beyond its examples).
   nlohmann::json state() const;
-  void set_state(const nlohmann::json& state);
+  void set_state(const nlohmann::json& state, const std::string& file);
 
  private:
   void start_epoch();

@@ -66,3 +66,12 @@ TEST_CASE("errors: tensor access") {
   CHECK_THROWS_AS(Tensor().shape(), Error);
   CHECK_THROWS_AS(arange(0, 1, 0), ValueError);
 }
+
+TEST_CASE("errors: a name in a message is quoted on one line, its control characters, quotes and non-ASCII bytes escaped") {
+  CHECK(in_quotes("relu") == "'relu'");
+  CHECK(in_quotes("") == "''");
+  CHECK(in_quotes("re\nlu\t") == "'re\\nlu\\t'");
+  CHECK(in_quotes(std::string("a\0b\x7f", 4)) == "'a\\x00b\\x7f'");
+  CHECK(in_quotes("it's \\") == "'it\\'s \\\\'");
+  CHECK(in_quotes("\xc3\xa9") == "'\\xc3\\xa9'");
+}

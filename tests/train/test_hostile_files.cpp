@@ -637,7 +637,7 @@ TEST_CASE("hostile files: optimizer.safetensors that does not fit the optimizer"
 TEST_CASE("hostile files: trainer.json options through train --resume, and bad files through the command line") {
   TrainOptions saved;
   saved.model = tiny_options();
-  const json good = {{"options", to_json(saved)}};
+  const json good = {{"format", "tapegrad-trainer-1"}, {"options", to_json(saved)}};
   const auto trainer_json = [&](std::function<void(json&)> edit) {
     json state = good;
     edit(state["options"]);

@@ -124,6 +124,10 @@ TEST_CASE("registries: unknown names are refused with every registered one liste
   o.schedule = "step";
   CHECK_THROWS_WITH(validate(o), Catch::Matchers::Equals(
                                      "TrainOptions.schedule: unknown learning-rate schedule 'step' (registered: constant, cosine or linear)"));
+  // A name read from a file is shown escaped, so the message stays one line and shows the bytes it held.
+  o = testing::small_options("unused");
+  o.optimizer = "adam\nw\x1b";
+  CHECK_THROWS_WITH(validate(o), Catch::Matchers::StartsWith("TrainOptions.optimizer: unknown optimizer 'adam\\nw\\x1b' (registered:"));
   // A second registration under a taken name, or one lacking what it needs, is refused and adds nothing.
   CHECK_THROWS_WITH(optim::register_optimizer({.name = "sgd", .make = optim::optimizers().at("sgd").make}),
                     Catch::Matchers::Equals("register_optimizer: optimizer 'sgd' is registered twice"));

@@ -52,7 +52,7 @@ std::vector<std::string> parse_labels(std::string_view text, const std::string& 
     const std::string label(line);
     if (std::isspace(static_cast<unsigned char>(label.front())) || std::isspace(static_cast<unsigned char>(label.back())))
       throw IOError(cat(where(), "label '", label, "' has leading or trailing whitespace"));
-    if (!seen.insert(label).second) throw IOError(cat(where(), "duplicate label '", label, "'"));
+    if (!seen.insert(label).second) throw IOError(cat(where(), "duplicate label ", in_quotes(label)));
     labels.push_back(label);
   });
   return labels;

@@ -155,7 +155,7 @@ nn::LanguageModelOptions language_model_options_from_json(const json& config, co
                                                           const std::string& prefix) {
   JsonFields top(config, file, prefix);
   if (const std::string kind = top.string("kind"); kind != kLanguageModelKind)
-    throw IOError(cat(file, ": ", top.quoted("kind"), " is '", kind, "', not '", kLanguageModelKind, "'"));
+    throw IOError(cat(file, ": ", top.quoted("kind"), " is ", in_quotes(kind), ", not ", in_quotes(kLanguageModelKind)));
   json body = config;
   body.erase("kind");
   // Added after the first language models, which had untied heads: absent reads as false. Present, it must

@@ -112,7 +112,7 @@ bool unsigned_array(const Json& j, std::vector<uint64_t>& out) {
 }
 
 Entry parse_entry(const std::string& path, const std::string& name, const Json& j, uint64_t buffer_size) {
-  const auto fail = [&](const std::string& what) { return IOError(cat(path, ": tensor '", name, "': ", what)); };
+  const auto fail = [&](const std::string& what) { return IOError(cat(path, ": tensor ", in_quotes(name), ": ", what)); };
   if (!j.is_object()) throw fail(cat("entry is a JSON ", j.type_name(), ", not an object"));
   for (const auto& [key, value] : j.items())
     if (key != "dtype" && key != "shape" && key != "data_offsets") throw fail(cat("unknown field ", escaped(key)));
@@ -178,7 +178,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const Json& 
 const Tensor& SafetensorsFile::at(const std::string& name) const {
   for (const auto& [n, t] : tensors)
     if (n == name) return t;
-  throw ValueError(cat("safetensors: no tensor named '", name, "'"));
+  throw ValueError(cat("safetensors: no tensor named ", in_quotes(name)));
 }
 
 bool SafetensorsFile::contains(const std::string& name) const {
@@ -200,8 +200,8 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     if (name.empty()) throw ValueError(cat("save_safetensors ", path, ": a tensor has an empty name"));
     if (name == "__metadata__")
       throw ValueError(cat("save_safetensors ", path, ": '__metadata__' is reserved and cannot name a tensor"));
-    if (!names.insert(name).second) throw ValueError(cat("save_safetensors ", path, ": tensor '", name, "' twice"));
-    if (!t.defined()) throw ValueError(cat("save_safetensors ", path, ": tensor '", name, "' is undefined"));
+    if (!names.insert(name).second) throw ValueError(cat("save_safetensors ", path, ": tensor ", in_quotes(name), " twice"));
+    if (!t.defined()) throw ValueError(cat("save_safetensors ", path, ": tensor ", in_quotes(name), " is undefined"));
     Tensor c = t.detach().contiguous();
     const uint64_t nbytes = static_cast<uint64_t>(c.numel()) * itemsize(c.dtype());
     Json entry = Json::object();

@@ -14,7 +14,7 @@ namespace {
 
 [[noreturn]] void refuse(const std::string& flag, const std::string& what) { throw CLI::ValidationError(flag, what); }
 
-std::string shown(std::string_view text) { return cat("'", text, "'"); }
+std::string shown(std::string_view text) { return in_quotes(text); }
 
 /// Decimal digits with an optional leading '-' and no leading zero: "0", "7", "-12"; not "", "010", "+1",
 /// " 1", "1x", "0x10", "-0".

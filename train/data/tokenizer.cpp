@@ -234,7 +234,7 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& path)
   const auto refuse_other_keys = [&](const char* own) {
     for (const auto& [key, value] : j.items())
       if (key != "kind" && key != own)
-        throw IOError(cat(path, ": unknown key '", key, "' for a ", tokenizer_kind_name(kind), " tokenizer"));
+        throw IOError(cat(path, ": unknown key ", in_quotes(key), " for a ", tokenizer_kind_name(kind), " tokenizer"));
   };
   if (kind == Kind::bpe) {
     const std::string encoded = fields.string("model");
@@ -312,7 +312,7 @@ Tokenizer::Kind tokenizer_kind(const std::string& name) {
     if (name == kKindNames[i]) return static_cast<Tokenizer::Kind>(i);
     known += cat(i == 0 ? "" : i + 1 == kKindNames.size() ? " or " : ", ", kKindNames[i]);
   }
-  throw ValueError(cat("unknown tokenizer '", name, "' (known: ", known, ")"));
+  throw ValueError(cat("unknown tokenizer ", in_quotes(name), " (known: ", known, ")"));
 }
 
 }  // namespace tapegrad

@@ -99,7 +99,7 @@ Vocab Vocab::parse(std::string_view text, const std::string& path) {
     for (char c : token)
       if (is_space(c)) throw IOError(cat(where(), "token '", token, "' contains whitespace"));
     if (id < kReserved && token != reserved[id])
-      throw IOError(cat(where(), "expected the reserved token ", reserved[id], ", found '", token, "'"));
+      throw IOError(cat(where(), "expected the reserved token ", reserved[id], ", found ", in_quotes(token)));
     const auto seen = vocab.ids_.find(token);
     if (seen != vocab.ids_.end())
       throw IOError(cat(where(), "duplicate token '", token, "' (first on line ", seen->second + 1, ")"));

@@ -69,7 +69,7 @@ void check_out_directory(const std::string& out, const std::string& flag) {
   if (names.empty() || ours) return;
   std::sort(names.begin(), names.end());
   std::string shown;
-  for (size_t i = 0; i < std::min<size_t>(names.size(), 3); ++i) shown += cat(i ? ", " : "", "'", names[i], "'");
+  for (size_t i = 0; i < std::min<size_t>(names.size(), 3); ++i) shown += cat(i ? ", " : "", in_quotes(names[i]));
   throw ValueError(cat(flag, " ", out, " is not empty and holds no tapegrad run (it holds ", shown,
                        names.size() > 3 ? ", ..." : "",
                        "): a run writes config.json, vocab.txt, labels.txt, metrics.csv, curves.svg and more into "

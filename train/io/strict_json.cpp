@@ -13,21 +13,30 @@ namespace {
 
 std::string shown(const json& v);
 
-/// Parser callback: refuses a key twice in one object and nesting deeper than the format has.
+/// Parser callback: refuses a key twice in one object and nesting deeper than the format has, and keeps the
+/// path of keys to the value being read, for a message about a value the parser itself refuses.
 class StrictGuard {
  public:
-  StrictGuard(const std::string& name, int max_depth) : name_(name), max_depth_(max_depth) {}
+  StrictGuard(const std::string& name, int max_depth, std::vector<std::string>& path)
+      : name_(name), max_depth_(max_depth), path_(&path) {}
   bool operator()(int depth, json::parse_event_t event, json& parsed) {
     switch (event) {
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start:
         if (depth > max_depth_) throw IOError(cat(name_, ": JSON nests deeper than ", max_depth_ + 1, " levels"));
-        if (event == json::parse_event_t::object_start) keys_.emplace_back();
+        if (event == json::parse_event_t::object_start) {
+          keys_.emplace_back();
+          path_->emplace_back();
+        }
         break;
-      case json::parse_event_t::object_end: keys_.pop_back(); break;
+      case json::parse_event_t::object_end:
+        keys_.pop_back();
+        path_->pop_back();
+        break;
       case json::parse_event_t::key: {
         const std::string& key = parsed.get_ref<const std::string&>();
         if (!keys_.back().insert(key).second) throw IOError(cat(name_, ": key ", shown(json(key)), " appears twice"));
+        path_->back() = key;
         break;
       }
       default: break;
@@ -39,7 +48,15 @@ class StrictGuard {
   std::string name_;
   int max_depth_;
   std::vector<std::set<std::string>> keys_;  // the keys of each open object
+  std::vector<std::string>* path_;           // the key being read in each open object
 };
+
+/// "'timing.train_seconds'": the path to the value a parse error stopped at ("" at the top level).
+std::string quoted_path(const std::vector<std::string>& path) {
+  std::string joined;
+  for (const std::string& key : path) joined += (joined.empty() ? "" : ".") + key;
+  return joined.empty() ? "" : in_quotes(joined);
+}
 
 /// A value as it appears in the file, on one line and at most ~60 characters: error messages quote it.
 std::string shown(const json& v) {
@@ -61,9 +78,13 @@ std::string json_error_text(const json::exception& error) {
 json parse_json_strictly(std::string_view text, const std::string& name, int max_depth) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     throw IOError(cat(name, ": empty file (expected a JSON object)"));
+  std::vector<std::string> path;
   try {
-    return json::parse(text, StrictGuard(name, max_depth));
-  } catch (const json::exception& e) {  // invalid JSON or UTF-8, a number out of range, ...
+    return json::parse(text, StrictGuard(name, max_depth, path));
+  } catch (const json::out_of_range& e) {  // a number beyond a double: the parser says no line, so name the key
+    const std::string where = quoted_path(path);
+    throw IOError(cat(name, ": ", where.empty() ? "" : where + ": ", json_error_text(e), " (beyond a double's range)"));
+  } catch (const json::exception& e) {  // invalid JSON or UTF-8 (with its line and column), ...
     throw IOError(cat(name, ": not valid JSON: ", json_error_text(e)));
   }
 }
@@ -95,6 +116,12 @@ int64_t JsonFields::integer(const char* key) {
   return v.get<int64_t>();
 }
 
+int64_t JsonFields::integer_in(const char* key, int64_t lo, int64_t hi) {
+  const int64_t value = integer(key);
+  if (value < lo || value > hi) fail(key, cat("is ", value, ", outside [", lo, ", ", hi, "]"));
+  return value;
+}
+
 uint64_t JsonFields::unsigned_integer(const char* key) {
   const json& v = get(key);
   if (!v.is_number_unsigned()) fail(key, cat("must be a non-negative integer, got ", shown(v)));
@@ -106,6 +133,12 @@ double JsonFields::number(const char* key) {
   if (!v.is_number()) fail(key, cat("must be a number, got ", shown(v)));
   const double value = v.get<double>();
   if (!std::isfinite(value)) fail(key, cat("must be finite, got ", shown(v)));
+  return value;
+}
+
+double JsonFields::number_in(const char* key, double lo, double hi) {
+  const double value = number(key);
+  if (value < lo || value > hi) fail(key, cat("is ", shown(object_.at(key)), ", outside [", lo, ", ", hi, "]"));
   return value;
 }
 
@@ -124,6 +157,13 @@ std::string JsonFields::string(const char* key) {
 const json& JsonFields::object(const char* key) {
   const json& v = get(key);
   if (!v.is_object()) fail(key, cat("must be a JSON object, got ", v.type_name()));
+  return v;
+}
+
+const json& JsonFields::array(const char* key, std::optional<size_t> size) {
+  const json& v = get(key);
+  if (!v.is_array()) fail(key, cat("must be an array, got ", shown(v)));
+  if (size && v.size() != *size) fail(key, cat("must be an array of ", *size, " elements, got ", shown(v)));
   return v;
 }
 

@@ -4,6 +4,7 @@
 // hand-edited file load as something its author did not write. Here every key must be present (unless
 // read as optional), of exactly its type, and known: a misspelt key is refused by name, not ignored.
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -32,12 +33,18 @@ class JsonFields {
   int64_t integer(const char* key);
   /// A non-negative integer in uint64's range.
   uint64_t unsigned_integer(const char* key);
+  /// An integer in [lo, hi]: a field whose value a program wrote from a counter, refused when edited out of it.
+  int64_t integer_in(const char* key, int64_t lo, int64_t hi);
   /// Any finite number, integer or not.
   double number(const char* key);
+  /// A finite number in [lo, hi].
+  double number_in(const char* key, double lo, double hi);
   bool boolean(const char* key);
   std::string string(const char* key);
   /// A nested object (for a JsonFields of its own, with prefix "<key>.").
   const nlohmann::json& object(const char* key);
+  /// An array (of exactly `size` elements when given), each read by the caller (messages by quoted(key)).
+  const nlohmann::json& array(const char* key, std::optional<size_t> size = std::nullopt);
   /// Refuses every key that no read asked for (the first few by name).
   void refuse_unknown() const;
 
