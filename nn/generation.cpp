@@ -10,8 +10,12 @@
 namespace tapegrad::nn {
 
 void validate(const SamplingOptions& o, const FieldNames& names) {
-  if (!(std::isfinite(o.temperature) && o.temperature >= 0))
-    throw ValueError(cat(names("temperature"), " = ", o.temperature, " must be a finite number >= 0 (0: greedy)"));
+  // Outside [1e-3, 1e3] logits of order 1 give a distribution that is one-hot or uniform to within 0.1%: the
+  // text would be greedy's, or independent of the model (as the attention temperature's range, for the same
+  // reason). 0 is greedy itself.
+  if (!(o.temperature == 0 || (o.temperature >= kMinTemperature && o.temperature <= kMaxTemperature)))
+    throw ValueError(cat(names("temperature"), " = ", o.temperature, " must be 0 (greedy) or in [", kMinTemperature, ", ",
+                         kMaxTemperature, "]"));
   if (o.top_k < 0) throw ValueError(cat(names("top_k"), " = ", o.top_k, " must be >= 0 (0: every token)"));
   if (!(o.top_p > 0 && o.top_p <= 1))
     throw ValueError(cat(names("top_p"), " = ", o.top_p, " must be in (0, 1]", o.top_p == 0 ? ": 0 keeps no token" : ""));

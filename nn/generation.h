@@ -23,8 +23,11 @@
 
 namespace tapegrad::nn {
 
+/// The sampling temperatures that are neither greedy nor uniform (generation.cpp says why).
+inline constexpr double kMinTemperature = 1e-3, kMaxTemperature = 1e3;
+
 struct SamplingOptions {
-  double temperature = 1.0;  // > 0 divides the logits; 0 takes the most likely token (greedy)
+  double temperature = 1.0;  // in [kMinTemperature, kMaxTemperature] divides the logits; 0 takes the most likely token (greedy)
   int64_t top_k = 0;         // keep the k most likely tokens; 0: all
   double top_p = 1.0;        // keep the fewest most likely tokens whose probabilities sum to >= top_p; in (0, 1]
   int64_t never = -1;        // a token never drawn (-1: none), e.g. <unk>, which stands for no text at all
@@ -39,7 +42,7 @@ struct NonFiniteLogits : ValueError {
   double value;
 };
 
-/// A ValueError naming the option for a negative or non-finite temperature, a negative top_k, or a top_p
+/// A ValueError naming the option for a temperature neither 0 nor in [kMinTemperature, kMaxTemperature], a negative top_k, or a top_p
 /// outside (0, 1] ("top_p = 0 keeps no token").
 void validate(const SamplingOptions& options);
 /// The same, naming each field as names does (a command line's flags: "--top-p = 0 must be ...").

@@ -139,7 +139,7 @@ TEST_CASE("generation: bad options, prompts and models are refused in one line")
   LanguageModel model = make_model(small_lm("learned"));
   Generator rng(0);
   const std::vector<int64_t> prompt = {1, 2};
-  CHECK_THROWS_WITH(generate(model, prompt, 5, {-0.5}, rng), "temperature = -0.5 must be a finite number >= 0 (0: greedy)");
+  CHECK_THROWS_WITH(generate(model, prompt, 5, {-0.5}, rng), "temperature = -0.5 must be 0 (greedy) or in [0.001, 1000]");
   CHECK_THROWS_WITH(generate(model, prompt, 5, {1.0, 0, 0.0}, rng), "top_p = 0 must be in (0, 1]: 0 keeps no token");
   CHECK_THROWS_WITH(generate(model, prompt, 5, {1.0, -1}, rng), "top_k = -1 must be >= 0 (0: every token)");
   CHECK_THROWS_WITH(generate(model, std::vector<int64_t>(11, 1), 5, {}, rng),

@@ -100,7 +100,7 @@ void add_generate(CLI::App& app, GenerateFlags& f) {
       ->required();
   cmd->add_option("--prompt", f.prompt, "The text to continue (at least one token, at most the context length)")->required();
   add_integer_option(cmd, "--max-new-tokens", f.max_new_tokens, "Tokens to generate after the prompt")->capture_default_str();
-  add_real_option(cmd, "--temperature", f.sampling.temperature, "Divides the logits before sampling; 0: always the most likely token")
+  add_real_option(cmd, "--temperature", f.sampling.temperature, "Divides the logits before sampling, in [0.001, 1000]; 0: always the most likely token")
       ->capture_default_str();
   add_integer_option(cmd, "--top-k", f.sampling.top_k, "Sample among the k most likely tokens only (0: all)")->capture_default_str();
   add_real_option(cmd, "--top-p", f.sampling.top_p, "Sample among the fewest most likely tokens whose probabilities reach p, in (0, 1]")
