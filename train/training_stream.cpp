@@ -97,11 +97,13 @@ Generator::State generator_state(const json& j, const std::string& file, const s
   Generator::State state{};
   const json& words = fields.array("words", state.words.size());
   for (size_t i = 0; i < state.words.size(); ++i) {
-    if (!words[i].is_number_unsigned()) throw IOError(cat(file, ": ", fields.quoted("words"), " must hold non-negative integers, got ", words[i].dump()));
+    if (!words[i].is_number_unsigned())
+      throw IOError(cat(file, ": ", fields.quoted("words"), " must hold non-negative integers, got ", words[i].dump()));
     state.words[i] = words[i].get<uint64_t>();
   }
   if (state.words == decltype(state.words){})
-    throw IOError(cat(file, ": ", fields.quoted("words"), " are all 0, a state no generator reaches (it would give only zeros)"));
+    throw IOError(cat(file, ": ", fields.quoted("words"),
+                      " are all 0, a state no generator reaches (it would give only zeros)"));
   state.has_spare_normal = fields.boolean("has_spare_normal");
   state.spare_normal = fields.number("spare_normal");
   fields.refuse_unknown();
