@@ -68,10 +68,10 @@ void require_same_examples(const Run& run, const json& state) {
   }
 }
 
-/// trainer.json's model options are what the run's other options and its data make of them
-/// (fit_model_to_data): a value that differs was edited, and would be silently replaced.
-void require_fitted_model(const Run& run, const json& state, const std::string& state_path) {
-  const json& saved = state.at("options").at("model");
+/// trainer.json's model options (`saved`, as read: older keys in today's form) are what the run's other
+/// options and its data make of them (fit_model_to_data): a value that differs was edited, and would be
+/// silently replaced.
+void require_fitted_model(const Run& run, const json& saved, const std::string& state_path) {
   const json fitted = to_json(run.options).at("model");
   for (const auto& [key, value] : fitted.items())
     if (saved.at(key) != value)
@@ -117,6 +117,7 @@ int restore_run(Run& run, const std::string& dir, const ResumeOptions& options, 
   if (run.ranks.comm->rank() == 0) lock.emplace(dir, "--resume");  // released when this run ends, however it ends
   try {
     run.options = resumed_options(state, state_path, dir, options);
+    const json saved_model = to_json(run.options).at("model");
     check_memory(run.options);  // the saved sizes, before the checkpoint is loaded
     std::optional<LoadedModel> saved;
     std::optional<LoadedLanguageModel> saved_lm;
@@ -126,7 +127,7 @@ int restore_run(Run& run, const std::string& dir, const ResumeOptions& options, 
       saved = load_model(dir);
     run.data = load_training_data(run.options, saved ? &saved->vocab : nullptr, saved_lm ? &saved_lm->tokenizer : nullptr);
     fit_model_to_data(run.options, run.data);
-    require_fitted_model(run, state, state_path);
+    require_fitted_model(run, saved_model, state_path);
     require_same_examples(run, state);
     run.dropout_rng = std::make_shared<Generator>(0);  // its state is restored below
     Generator unused(0);                               // the saved weights replace the initial ones
