@@ -98,6 +98,28 @@ void validate_language_model_run(const TrainOptions& o, const OptionNames& name)
                          o.tokenizer));
 }
 
+/// The options this run's kind never reads hold their defaults: their flags are refused where they would have
+/// no effect (train_command.cpp), so only an edited trainer.json can hold another value, which would be kept
+/// and ignored.
+void refuse_options_without_effect(const TrainOptions& o, const OptionNames& name, bool language_model) {
+  const TrainOptions defaults;
+  const auto refuse_edited = [&](bool edited, std::string_view field, const std::string& why) {
+    if (edited) throw ValueError(cat(name(field), " ", why, ": it has no effect here"));
+  };
+  if (language_model) {
+    refuse_edited(o.tokenizer != "bpe" && o.vocab_size != defaults.vocab_size, "vocab_size",
+                  cat("applies to ", name("tokenizer"), " bpe only, not ", o.tokenizer));
+    refuse_edited(o.shuffle != defaults.shuffle, "shuffle",
+                  cat("configures a classifier's epochs, not ", name("task.name"), " ", kLanguageModelTask));
+    return;
+  }
+  const std::string lm_only = cat("applies to ", name("task.name"), " ", kLanguageModelTask, " only");
+  refuse_edited(o.tokenizer != defaults.tokenizer, "tokenizer", lm_only);
+  refuse_edited(o.vocab_size != defaults.vocab_size, "vocab_size", lm_only);
+  refuse_edited(!o.tokenizer_model.empty(), "tokenizer_model", lm_only);
+  refuse_edited(o.tie_embeddings != defaults.tie_embeddings, "tie_embeddings", lm_only);
+}
+
 }  // namespace
 
 void validate_activation_checkpointing(const TrainOptions& o, const OptionNames& name) {
@@ -144,6 +166,7 @@ void validate(const TrainOptions& o, const OptionNames& name) {
   if (o.steps > 0 && o.epochs > 0) throw ValueError(cat("give ", name("steps"), " or ", name("epochs"), ", not both"));
   const bool language_model = is_language_model(o);
   if (language_model) validate_language_model_run(o, name);
+  refuse_options_without_effect(o, name, language_model);
   if (o.epochs > 0 && o.data.empty() && o.train_size == 0)
     throw ValueError(cat(name("epochs"), " needs a fixed training set: give ", name("data"), " or ", name("train_size")));
   if (o.epochs > 0 && o.data.empty()) {  // the steps of a task's epochs, known now (a data file's: once it is read)

@@ -222,6 +222,15 @@ std::string tokenizer_with_table(const std::string& table, uint32_t field = 3) {
   return json{{"kind", "bpe"}, {"model", base64_encode(model + appended)}}.dump();
 }
 
+/// tokenizer.json of the same learnt model with one more piece, of this text, after its 12 (ModelProto's
+/// field 1 is repeated: a field appended is a piece appended).
+std::string tokenizer_with_piece(const std::string& text) {
+  static const std::string model =
+      base64_decode(Tokenizer::learn_bpe("the bat sat on the mat\n", 12).to_json().at("model").get<std::string>());
+  const std::string piece = "\x0a" + protobuf_varint(text.size()) + text;
+  return json{{"kind", "bpe"}, {"model", base64_encode(model + "\x0a" + protobuf_varint(piece.size()) + piece)}}.dump();
+}
+
 void read_tokenizer(const std::string& path) { Tokenizer::load(path); }
 
 const std::string kF32x2 = R"("x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
@@ -508,6 +517,13 @@ TEST_CASE("hostile files: a SentencePiece model's normalisation table in tokeniz
       table("tokenizer denormaliser table with a cycle",
             tokenizer_with_table(charsmap(rules_of_a(1, true), "b\0"s), 5),
             "denormalizer_spec.precompiled_charsmap: node 353 is its own descendant"),
+      // Pieces the library cannot index: as a C string (an empty key throws out of its trie builder) and
+      // recursively (a piece of 128 KiB overflows the stack).
+      table("tokenizer piece that starts with a NUL byte", tokenizer_with_piece("\0ab"s),
+            "'model': not a SentencePiece model (piece 12: a NUL byte in the piece)"),
+      table("tokenizer piece that is empty", tokenizer_with_piece(""), "(piece 12: an empty piece)"),
+      table("tokenizer piece of 128 KiB", tokenizer_with_piece(std::string(128 << 10, 'a')),
+            "(piece 12: a piece of 131072 bytes, where the longest read is 4096)"),
       table("tokenizer model's protobuf cut short",
             json{{"kind", "bpe"}, {"model", base64_encode(model.substr(0, model.size() - 3))}}.dump(),
             "not a SentencePiece model (the ModelProto: a field of "),

@@ -123,9 +123,19 @@ TEST_CASE("trainer state: values a run cannot write are refused by key, and the 
       {lm, "rng.dropout.words", json::array({1, 2, 3}), "'rng.dropout.words' must be an array of 4 elements"},
       {lm, "options.model.vocab_size", 5, "'options.model.vocab_size' is 5, but the run's other options and its data make it"},
       {lm, "options.context_length", 4, "'options.model.context_length' is 8, but the run's other options and its data make it 4"},
+      // Options the run's kind never reads: kept as the defaults their refused flags leave.
+      {lm, "options.vocab_size", 100,
+       "the saved options are invalid: 'options.vocab_size' applies to 'options.tokenizer' bpe only, not characters"},
+      {lm, "options.shuffle", false,
+       "the saved options are invalid: 'options.shuffle' configures a classifier's epochs, not 'options.task.name' lm"},
+      {classifier, "options.tokenizer", "words",
+       "the saved options are invalid: 'options.tokenizer' applies to 'options.task.name' lm only"},
+      {classifier, "options.tie_embeddings", true,
+       "the saved options are invalid: 'options.tie_embeddings' applies to 'options.task.name' lm only"},
       {classifier, "rng.data.cursor", 41, "'rng.data.cursor' is 41, outside [0, 40]"},
       {classifier, "options.model.num_classes", 3, "'options.model.num_classes' is 3"},
-      {classifier, "options.optimizer", "adam\nw", "the saved options are invalid: 'options.optimizer': unknown optimizer 'adam\\nw'"},
+      {classifier, "options.optimizer", "adam\nw",
+       "the saved options are invalid: 'options.optimizer': unknown optimizer 'adam\\nw'"},
   };
   for (const Edit& e : edits) {
     INFO(e.run << ": " << e.path << " = " << e.value.dump());

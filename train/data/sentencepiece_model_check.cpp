@@ -11,7 +11,10 @@ namespace tapegrad {
 
 namespace {
 
-// sentencepiece_model.proto: ModelProto's normalizer_spec and denormalizer_spec, NormalizerSpec's table.
+// sentencepiece_model.proto: ModelProto's pieces, normalizer_spec and denormalizer_spec; a piece's text
+// (SentencePiece.piece); NormalizerSpec's table.
+constexpr uint64_t kPieces = 1;
+constexpr uint64_t kPieceText = 1;
 constexpr uint64_t kNormalizerSpec = 3;
 constexpr uint64_t kDenormalizerSpec = 5;
 constexpr uint64_t kPrecompiledCharsmap = 2;
@@ -19,6 +22,11 @@ constexpr int kLengthDelimited = 2;  // the wire type of bytes and embedded mess
 
 // normalizer.h's kMaxTrieResultsSize: the rules one text can match at once, in an array on the stack.
 constexpr int kMostRulesAtOnce = 32;
+
+// The longest piece read. The library indexes pieces in a Darts-clone trie, which it builds recursively, a
+// stack frame or so per byte of the longest piece: a piece of 128 KiB overflowed the 8 MiB stack (0.1.97, on
+// Zen 3). SentencePiece's trainer makes pieces of at most 512 characters (2 KiB of UTF-8).
+constexpr size_t kLongestPiece = 4096;
 
 [[noreturn]] void refuse(const std::string& source, std::string_view field, const std::string& what) {
   throw IOError(cat(source, ": not a SentencePiece model (", field, ": ", what, ")"));
@@ -151,15 +159,31 @@ void check_charsmap(std::string_view table, const std::string& source, std::stri
                               "SentencePiece has room for ", kMostRulesAtOnce));
 }
 
+/// A piece's text as the library indexes it: as a C string, so a NUL byte ends it (one at the start is an
+/// empty key, which the trie's builder throws for), and in a trie built recursively (kLongestPiece).
+void check_piece(std::string_view message, int64_t index, const std::string& source) {
+  const std::string where = cat("piece ", index);
+  std::string_view text;  // no text field: the empty string, as protobuf reads it
+  WireFields piece(message, source, where);
+  for (WireField field; piece.next(field);)
+    if (field.number == kPieceText && field.wire_type == kLengthDelimited) text = field.bytes;
+  if (text.empty()) refuse(source, where, "an empty piece");
+  if (text.find('\0') != std::string_view::npos) refuse(source, where, "a NUL byte in the piece");
+  if (text.size() > kLongestPiece)
+    refuse(source, where, cat("a piece of ", text.size(), " bytes, where the longest read is ", kLongestPiece));
+}
+
 }  // namespace
 
 void check_sentencepiece_model_bytes(std::string_view bytes, const std::string& source) {
   if (bytes.empty()) throw IOError(cat(source, ": not a SentencePiece model (empty)"));
   std::optional<std::string_view> normalizer_table, denormalizer_table;
   WireFields model(bytes, source, "the ModelProto");
+  int64_t pieces = 0;
   for (WireField field; model.next(field);) {
-    if (field.wire_type != kLengthDelimited || (field.number != kNormalizerSpec && field.number != kDenormalizerSpec))
-      continue;  // protobuf keeps a field of another wire type aside, unread
+    if (field.wire_type != kLengthDelimited) continue;  // protobuf keeps a field of another wire type aside, unread
+    if (field.number == kPieces) check_piece(field.bytes, pieces++, source);
+    if (field.number != kNormalizerSpec && field.number != kDenormalizerSpec) continue;
     const bool normalizer = field.number == kNormalizerSpec;
     // A message given twice is merged, and its table is the last one given in either.
     WireFields spec(field.bytes, source, normalizer ? "normalizer_spec" : "denormalizer_spec");

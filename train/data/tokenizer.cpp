@@ -157,7 +157,16 @@ Tokenizer Tokenizer::from_sentencepiece_bytes(std::string bytes, const std::stri
   check_sentencepiece_model_bytes(bytes, source);  // empty, or what the library would use unchecked
   auto model = std::make_shared<SentencePiece>();
   model->bytes = std::move(bytes);
-  if (const auto status = model->processor.LoadFromSerializedProto(model->bytes); !status.ok())
+  sentencepiece::util::Status status;
+  try {  // the library returns its own errors, but lets its trie builder's (Darts-clone's) throw
+    status = model->processor.LoadFromSerializedProto(model->bytes);
+  } catch (const std::exception& e) {
+    const std::string_view what = e.what(), after = "exception: ";  // "./darts.h:1143: exception: <what>"
+    const size_t at = what.find(after);
+    throw IOError(cat(source, ": not a SentencePiece model (",
+                      at == what.npos ? what : what.substr(at + after.size()), ")"));
+  }
+  if (!status.ok())
     throw IOError(cat(source, ": not a SentencePiece model (",
                       sentencepiece_reason(status, "the bytes are not a SentencePiece model protobuf"), ")"));
   // <unk> at 0 is what kUnk promises of every tokenizer; SentencePiece's trainer puts it there by default.
