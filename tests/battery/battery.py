@@ -23,6 +23,7 @@ from harness import run_case  # noqa: E402
 # One module a class of the brief (tests/battery/README.md), each with cases(fixtures) -> [Case].
 CASE_MODULES = [importlib.import_module(name) for name in (
     "cases_tokenizer",
+    "cases_reals",
 )]
 
 

@@ -146,18 +146,19 @@ class refused(Check):
     """A non-zero exit (exit), one stderr line starting `tapegrad `, holding every string of names (each
     may be a tuple of alternatives), and nothing on stdout: the work was not done."""
 
-    def __init__(self, *names, exit: int = 1, stdout_empty: bool = True):
+    def __init__(self, *names, exit: Union[int, tuple] = 1, stdout_empty: bool = True):
         self.names = names
-        self.exit = exit
+        self.exits = exit if isinstance(exit, tuple) else (exit,)
         self.stdout_empty = stdout_empty
 
     def check(self, result, work):
         lines = result.stderr_lines()
         shown = " | ".join(lines)[:600]
+        expected = " or ".join(map(str, self.exits))
         if result.returncode == 0:
-            return f"expected a refusal (exit {self.exit}), got exit 0; stderr: {shown!r}"
-        if result.returncode != self.exit:
-            return f"expected exit {self.exit}, got {result.returncode}; stderr: {shown!r}"
+            return f"expected a refusal (exit {expected}), got exit 0; stderr: {shown!r}"
+        if result.returncode not in self.exits:
+            return f"expected exit {expected}, got {result.returncode}; stderr: {shown!r}"
         if len(lines) != 1:
             return f"expected one stderr line, got {len(lines)}: {shown!r}"
         line = lines[0]

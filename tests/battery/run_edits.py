@@ -70,3 +70,15 @@ def edited_run_setup(fixture, *edits):
         for edit in edits:
             edit(work)
     return setup
+
+
+RAW_MARK = "__battery_raw_number__"
+
+
+def set_raw_number(rel, path_keys, literal):
+    """An edit writing doc[k1][k2]... as the literal text given (1e400, -0.0, 1e-300), which JSON's own
+    writer would not keep as written, into run/latest/<rel>."""
+    def edit(work):
+        edit_json(work, rel, set_key(path_keys, RAW_MARK))
+        edit_text(work, rel, lambda text: text.replace(f'"{RAW_MARK}"', literal))
+    return edit
