@@ -24,6 +24,7 @@ from harness import run_case  # noqa: E402
 CASE_MODULES = [importlib.import_module(name) for name in (
     "cases_tokenizer",
     "cases_reals",
+    "cases_generation",
 )]
 
 
