@@ -25,6 +25,7 @@ CASE_MODULES = [importlib.import_module(name) for name in (
     "cases_tokenizer",
     "cases_reals",
     "cases_generation",
+    "cases_suggested",
 )]
 
 
@@ -43,7 +44,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tapegrad", required=True, help="the tapegrad binary under test")
     parser.add_argument("--jobs", type=int, default=2, help="cases run at once (default 2)")
-    parser.add_argument("-k", dest="substring", default="", help="run only the cases whose name holds this")
+    parser.add_argument("-k", dest="substring", default="", help="run only the cases whose `[class] name` holds this")
     parser.add_argument("--list", action="store_true", help="print the case names and exit")
     parser.add_argument("--verbose", action="store_true", help="also print each passing case, its command and the last line it printed on stderr")
     args = parser.parse_args()
@@ -55,7 +56,7 @@ def main():
     root = tempfile.mkdtemp(prefix="tapegrad-battery-")
     try:
         fixtures = Fixtures(root, tapegrad)
-        cases = [c for c in all_cases(fixtures) if args.substring in c.name]
+        cases = [c for c in all_cases(fixtures) if args.substring in f"[{c.group}] {c.name}"]
         if args.list:
             for case in cases:
                 print(f"[{case.group}] {case.name}")
