@@ -26,6 +26,7 @@ CASE_MODULES = [importlib.import_module(name) for name in (
     "cases_reals",
     "cases_generation",
     "cases_suggested",
+    "cases_memory",
 )]
 
 
