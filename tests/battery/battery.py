@@ -27,6 +27,7 @@ CASE_MODULES = [importlib.import_module(name) for name in (
     "cases_generation",
     "cases_suggested",
     "cases_memory",
+    "cases_no_effect",
 )]
 
 
