@@ -28,6 +28,7 @@ CASE_MODULES = [importlib.import_module(name) for name in (
     "cases_suggested",
     "cases_memory",
     "cases_no_effect",
+    "cases_messages",
 )]
 
 
