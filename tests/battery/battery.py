@@ -29,6 +29,7 @@ CASE_MODULES = [importlib.import_module(name) for name in (
     "cases_memory",
     "cases_no_effect",
     "cases_messages",
+    "cases_full_disk",
 )]
 
 

@@ -162,7 +162,7 @@ class refused(Check):
         if len(lines) != 1:
             return f"expected one stderr line, got {len(lines)}: {shown!r}"
         line = lines[0]
-        if not line.startswith("tapegrad "):
+        if not (line.startswith("tapegrad ") or line.startswith("tapegrad:")):
             return f"the line does not start with 'tapegrad <command>:': {line!r}"
         for name in self.names:
             alternatives = name if isinstance(name, tuple) else (name,)
