@@ -132,8 +132,8 @@ def main():
         p.error("--steps must be a multiple of --repeats")
     if a.compile and not hasattr(torch, "compile"):
         p.error(f"--compile needs PyTorch 2 (torch.compile); this is torch {torch.__version__}")
-    if a.warmup < 1:  # the first step is measured apart (its loss; its compile when compiled)
-        p.error("--warmup must be >= 1: the first step, which compiles with --compile, is never timed")
+    if a.compile and a.warmup < 1:
+        p.error("--compile needs --warmup >= 1: the first step compiles, and must not be timed")
     start_rss = rss_mib()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -176,23 +176,25 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-3, weight_decay=0.01)
     params = sum(p.numel() for p in model.parameters())
 
-    loss_value = 0.0
+    loss_value, first_loss = 0.0, None
 
     def step():
-        nonlocal loss_value
+        nonlocal loss_value, first_loss
         loss = loss_of_batch()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         loss_value = loss.item()
+        # against tapegrad's (`tapegrad bench --warmup 0 --steps 1`): the same work starts at about
+        # ln(classes) or ln(V)
+        first_loss = loss_value if first_loss is None else first_loss
 
-    # The first step's loss, against tapegrad's (`tapegrad bench --warmup 0 --steps 1`): the same work starts
-    # from about ln(classes) or ln(V). When compiled, the first step's time is the compile's plus a step's.
-    t0 = time.perf_counter()
-    step()
-    first_step_seconds, first_loss = time.perf_counter() - t0, loss_value
-    for _ in range(a.warmup - 1):
+    # When compiled, the first warm-up step's time is the compile's plus a step's.
+    warmup_seconds = []
+    for _ in range(a.warmup):
+        t0 = time.perf_counter()
         step()
+        warmup_seconds.append(time.perf_counter() - t0)
     chunk = a.steps // a.repeats
     rates, cpu_rates, total = [], [], 0.0
     for _ in range(a.repeats):
@@ -212,16 +214,16 @@ def main():
 
     mode = "compiled" if a.compile else "eager"
     rows = "" if a.model == "lm" else (" unpadded" if a.unpadded else " padded")
-    compile_seconds = max(0.0, first_step_seconds - 1 / median)  # the first step less a timed one
+    compile_seconds = max(0.0, warmup_seconds[0] - 1 / median) if a.compile else 0.0  # less a timed step
     print(f"pytorch   {mode} {a.model}{rows} d_model {a.d_model} heads {a.heads} d_ff {a.d_ff} layers {a.layers} T {T} batch {B} "
           f"params {params}: {a.steps} steps in {total:.3f} s, median {median:.1f} steps/s "
           f"(chunks {rates[0]:.1f}..{rates[-1]:.1f}), per CPU second {cpu_median:.1f}, first loss {first_loss:.4f}, final loss {loss_value:.4f}  "
           f"[torch {torch.__version__}]")
     if a.compile:
-        print(f"pytorch   compile: first step {first_step_seconds:.1f} s, {compile_seconds:.1f} s more than a timed step")
+        print(f"pytorch   compile: first step {warmup_seconds[0]:.1f} s, {compile_seconds:.1f} s more than a timed step")
     print(f"pytorch   peak RSS {peak:.1f} MiB ({peak - start_rss:.1f} MiB above start-up, after import torch)")
     print(f"RESULT steps_per_s={median:.3f} tokens_per_s={median * B * T:.1f} steps_per_cpu_s={cpu_median:.3f} peak_rss_mib={peak:.1f} rss_growth_mib={peak - start_rss:.1f} "
-          f"first_loss={first_loss:.6f} final_loss={loss_value:.6f} compile_s={compile_seconds if a.compile else 0:.3f}")
+          f"first_loss={first_loss:.6f} final_loss={loss_value:.6f} compile_s={compile_seconds:.3f}")
 
 
 if __name__ == "__main__":
