@@ -100,15 +100,20 @@ fuzz:
 	    -artifact_prefix=build-fuzz/findings/$$t- build-fuzz/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
 	done
 
-# Training speed and memory against PyTorch (not part of `make test`): `tapegrad bench` on the small,
-# medium and long (T = 2048) models and the character language model (lm, tokens/s), its PyTorch twin at PyTorch's best thread count and OPENBLAS_CORETYPE,
-# and the peak memory of medium and long `tapegrad train` runs; one table of ratios (bench/compare.py,
-# docs/performance.md). It installs Debian's python3-torch for the twin when it is missing. An
-# OPENBLAS_CORETYPE in your environment is obeyed.
+# Training speed and memory against today's frameworks (not part of `make test`): `tapegrad bench` on the
+# small, medium and long (T = 2048) models and the character language model (lm, tokens/s), and their twins
+# under PyTorch 1.13 (Debian's python3-torch, installed when missing), PyTorch 2 eager, PyTorch 2 +
+# torch.compile and JAX jit, each at its best thread count (and OPENBLAS_CORETYPE for 1.13), and the peak
+# memory of medium and long `tapegrad train` runs; one table with the best peer and tapegrad's ratio to it
+# (bench/compare.py, docs/performance.md). bench/peers/install.sh makes $(BUILD)/bench-venv from PyPI once
+# (about 3 GB of wheels; a peer it cannot install is one line and `-`). An OPENBLAS_CORETYPE in your
+# environment is obeyed. BENCH_CONFIGS=small,lm runs those configurations alone.
 BENCH_PACKAGES := $(PACKAGES) python3-torch
+bench: export BENCH_VENV = $(abspath $(BUILD))/bench-venv
 bench: build
 	@$(MAKE) --no-print-directory deps PACKAGES="$(BENCH_PACKAGES)"
-	/usr/bin/python3 bench/compare.py ./$(BUILD)/tapegrad
+	bench/peers/install.sh
+	/usr/bin/python3 bench/compare.py ./$(BUILD)/tapegrad $(if $(BENCH_CONFIGS),--configs $(BENCH_CONFIGS))
 
 # The character language model on the fortunes corpus, tapegrad against PyTorch (not part of `make bench`:
 # about 20 minutes at the default 600 steps on 2 cores): validation bits per character after LM_STEPS steps
