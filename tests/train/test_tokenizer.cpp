@@ -12,6 +12,7 @@
 
 #include "autograd/error.h"
 #include "support/temp_dir.h"
+#include "train/data/streaming_decoder.h"
 #include "train/data/tokenizer.h"
 
 using namespace tapegrad;
@@ -276,4 +277,67 @@ TEST_CASE("tokenizer: bpe: a vocab size the text cannot give is a ValueError nam
   const Tokenizer t = Tokenizer::learn_bpe(text, smallest);
   CHECK(t.decode(t.encode(text)) == text);
   CHECK_THROWS_AS(Tokenizer::learn_bpe(text, smallest - 1), ValueError);
+}
+
+namespace {
+
+/// What a terminal shows of `ids` after `prompt`, streamed token by token: add()'s pieces, then finish().
+/// Checks on the way that no add() past the prompt decoded more than 2 · kTail ids.
+std::string streamed(const Tokenizer& t, const std::vector<int64_t>& prompt, const std::vector<int64_t>& ids) {
+  StreamingDecoder stream(t, prompt);
+  std::string shown;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    shown += stream.add(ids[i]);
+    if (i > 0) REQUIRE(stream.ids_decoded_last() <= 2 * StreamingDecoder::kTail);
+  }
+  return shown + stream.finish();
+}
+
+/// n ids drawn from [1, vocab_size) by a fixed linear congruential sequence.
+std::vector<int64_t> some_ids(const Tokenizer& t, size_t n, uint64_t state) {
+  std::vector<int64_t> ids;
+  for (size_t i = 0; i < n; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    ids.push_back(1 + static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(t.vocab_size() - 1)));
+  }
+  return ids;
+}
+
+}  // namespace
+
+TEST_CASE("tokenizer: streamed text is decode's text, at a bounded cost per token, for every kind") {
+  const Tokenizer tokenizers[] = {Tokenizer::learn(Tokenizer::Kind::characters, kText),
+                                  Tokenizer::learn(Tokenizer::Kind::words, bpe_text()),
+                                  Tokenizer::learn_bpe(bpe_text(), 100)};
+  for (const Tokenizer& t : tokenizers) {
+    INFO(tokenizer_kind_name(t.kind()));
+    const std::vector<int64_t> prompt = some_ids(t, 40, 1), ids = some_ids(t, 2000, 2);
+    std::vector<int64_t> all = prompt;
+    all.insert(all.end(), ids.begin(), ids.end());
+    CHECK(streamed(t, prompt, ids) == t.decode(all));
+  }
+}
+
+TEST_CASE("tokenizer: a character whose bytes come in several pieces is streamed once whole, never as U+FFFD") {
+  // A model made elsewhere with SentencePiece's byte fallback: 中 and 😀 are not pieces, so they are their
+  // UTF-8 bytes, one piece each, which decode alone as U+FFFD.
+  SentenceLines lines({"the cat sat on the mat\n", "a fine fish and a fat cat\n"});
+  std::string bytes;
+  const std::unordered_map<std::string, std::string> options = {
+      {"model_type", "bpe"}, {"vocab_size", "300"}, {"byte_fallback", "true"}, {"minloglevel", "2"}};
+  REQUIRE(sentencepiece::SentencePieceTrainer::Train(options, &lines, &bytes).ok());
+  TempDir dir("tapegrad_test_tokenizer_stream");
+  const Tokenizer t = Tokenizer::from_sentencepiece_model(dir.file("bytes.model", bytes));
+  const std::string text = "the cat 中 sat 😀 on the mat";
+  const std::vector<int64_t> ids = t.encode(text);
+  REQUIRE(ids.size() > 12);  // the two characters' 7 bytes are 7 pieces
+  StreamingDecoder stream(t, {ids[0]});
+  std::string shown;
+  for (size_t i = 1; i < ids.size(); ++i) {
+    const std::string piece = stream.add(ids[i]);
+    CHECK(piece.find("\xEF\xBF\xBD") == std::string::npos);
+    shown += piece;
+  }
+  CHECK(shown + stream.finish() == t.decode(ids));
+  CHECK(t.decode(ids) == text);
 }

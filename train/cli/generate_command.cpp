@@ -11,6 +11,7 @@
 #include "autograd/error.h"
 #include "train/cli/checkpoint_outputs.h"
 #include "train/cli/number_flags.h"
+#include "train/data/streaming_decoder.h"
 #include "train/io/text_lines.h"
 
 namespace tapegrad::cli {
@@ -45,34 +46,6 @@ void write_stdout(std::string_view bytes) {
   if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
     throw IOError(cat("stdout: could not write the generated text", errno ? cat(" (", std::strerror(errno), ")") : ""));
 }
-
-/// Prints what the text gained since the last call: decoding the whole sequence each time keeps whatever the
-/// tokenizer puts between tokens (a word's space, a subword's joined pieces) exactly as decode() would. The
-/// prompt is printed with the first new token, once its logits were found finite.
-class TextStream {
- public:
-  TextStream(const Tokenizer& tokenizer, std::vector<int64_t> ids) : tokenizer_(tokenizer), ids_(std::move(ids)) {
-    shown_ = tokenizer_.decode(ids_);
-  }
-  const std::string& text() const { return shown_; }
-  void add(int64_t id, bool print) {
-    ids_.push_back(id);
-    std::string now = tokenizer_.decode(ids_);
-    if (print) {
-      if (!printed_prompt_) write_stdout(shown_);
-      printed_prompt_ = true;
-      const size_t common = now.compare(0, shown_.size(), shown_) == 0 ? shown_.size() : 0;
-      write_stdout(std::string_view(now).substr(common));
-    }
-    shown_ = std::move(now);
-  }
-
- private:
-  const Tokenizer& tokenizer_;
-  std::vector<int64_t> ids_;
-  std::string shown_;
-  bool printed_prompt_ = false;
-};
 
 /// A flag that would have no effect is refused by name: greedy decoding (--temperature 0) draws nothing, so
 /// neither the sampling flags nor the seed change its text.
@@ -126,7 +99,8 @@ void add_generate(CLI::App& app, GenerateFlags& f) {
       throw IOError(cat(f.checkpoint, "/tokenizer.json: no token but <unk>: there is no text to generate"));
     const std::vector<int64_t> prompt = prompt_ids(f.prompt, loaded);
     note_unknown_prompt_tokens(prompt);
-    TextStream text(loaded.tokenizer, prompt);
+    StreamingDecoder text(loaded.tokenizer, prompt);  // the prompt is printed with the first new token, once
+                                                      // its logits were found finite
     Generator rng(f.seed);
     const bool cached = !f.no_cache && loaded.model->supports_kv_cache();
     nn::SamplingOptions sampling = f.sampling;
@@ -135,7 +109,10 @@ void add_generate(CLI::App& app, GenerateFlags& f) {
     std::vector<nn::GeneratedToken> tokens;
     try {
       tokens = nn::generate(*loaded.model, prompt, f.max_new_tokens, sampling, rng, cached,
-                            [&](const nn::GeneratedToken& token) { text.add(token.id, !f.json); });
+                            [&](const nn::GeneratedToken& token) {
+                                if (f.json) return;
+                                write_stdout(text.add(token.id));
+                              });
     } catch (const nn::NonFiniteLogits& e) {
       throw ValueError(cat(f.checkpoint, ": the logits of new token ", e.position + 1, " are not finite (the largest is ",
                            e.value, ") ", overflow_cause(*loaded.model, nn::body_options(loaded.options))));
@@ -145,12 +122,13 @@ void add_generate(CLI::App& app, GenerateFlags& f) {
       json generated = json::array();
       for (const nn::GeneratedToken& t : tokens)
         generated.push_back({{"id", t.id}, {"text", loaded.tokenizer.token(t.id)}, {"log_prob", t.log_prob}});
+      for (const nn::GeneratedToken& t : tokens) text.add(t.id);
       write_stdout(json{{"prompt", f.prompt},  {"prompt_tokens", prompt}, {"tokens", generated},
                         {"text", text.text()}, {"kv_cache", cached},      {"seconds", seconds}}
                        .dump() + "\n");
       return;
     }
-    write_stdout("\n");  // the text, all of it written, before the timing line, where both go to one terminal
+    write_stdout(text.finish() + "\n");  // the text, all of it written, before the timing line, where both go to one terminal
     std::fprintf(stderr, "%zu tokens in %.2f s (%.1f tokens/s, %s)\n", tokens.size(), seconds,
                  static_cast<double>(tokens.size()) / std::max(seconds, 1e-9),
                  cached ? "KV cache" : "no cache: --no-cache");
