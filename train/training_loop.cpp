@@ -9,6 +9,7 @@
 
 #include "autograd/autograd.h"
 #include "optim/clip.h"
+#include "train/data/suggested_prompt.h"
 #include "train/evaluate.h"
 #include "train/io/interrupt.h"
 #include "train/io/shell_command.h"
@@ -35,18 +36,6 @@ const MetricsRow* last_validation(const std::vector<MetricsRow>& rows) {
 std::string resume_command(const Run& run) {
   const int ranks = run.ranks.comm->size();
   return cat(ranks > 1 ? cat("mpirun -np ", ranks, " ") : "", suggested_command({"train", "--resume", run.options.out}));
-}
-
-/// A prompt that `generate` takes from this run's checkpoint: the text of the first validation tokens, at most
-/// 16 and at most the context, so long as that text encodes again to 1 .. context tokens (an <unk> decodes to
-/// its five characters, a subword text may split otherwise).
-std::string suggested_prompt(const Tokenizer& tokenizer, const std::vector<int64_t>& tokens, int64_t context) {
-  for (auto n = std::min<int64_t>({static_cast<int64_t>(tokens.size()), context, 16}); n > 0; --n) {
-    std::string text = tokenizer.decode({tokens.data(), static_cast<size_t>(n)});
-    const auto encoded = static_cast<int64_t>(tokenizer.encode(text).size());
-    if (encoded >= 1 && encoded <= context) return text;
-  }
-  return tokenizer.token(tokens.empty() || tokens.front() == Tokenizer::kUnk ? 1 % tokenizer.vocab_size() : tokens.front());
 }
 
 /// Wall-clock seconds since it was made or last asked, so that the loop can charge every moment to exactly

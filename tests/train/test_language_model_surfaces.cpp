@@ -51,6 +51,31 @@ std::string suggested(const Result& r) {
   return "";
 }
 
+/// The commands a refusal suggests: every `...` of its stderr that starts with the program.
+std::vector<std::string> hinted(const Result& r) {
+  std::vector<std::string> commands;
+  const std::regex quoted("`([^`]*)`");
+  for (auto it = std::sregex_iterator(r.err.begin(), r.err.end(), quoted); it != std::sregex_iterator(); ++it) {
+    const std::string command = (*it)[1];
+    if (command.starts_with(tapegrad_command()) || command.starts_with(TAPEGRAD_CLI)) commands.push_back(command);
+  }
+  return commands;
+}
+
+/// Runs every command refusal `r` suggests (at least `expected` of them), each to exit 0 with output.
+void check_hints_run(const TempDir& dir, const Result& r, size_t expected) {
+  INFO("refusal: " << r.err);
+  CHECK(r.exit_code == 1);
+  const std::vector<std::string> commands = hinted(r);
+  CHECK(commands.size() >= expected);
+  for (const std::string& command : commands) {
+    const Result hint = run_shell(dir, command + " </dev/null");
+    INFO("hint: " << command << "\nstdout: " << hint.out << "\nstderr: " << hint.err);
+    CHECK(hint.exit_code == 0);
+    CHECK(!(hint.out + hint.err).empty());
+  }
+}
+
 }  // namespace
 
 TEST_CASE("train: lm a checkpoint's tokenizer is checked like its weights by resume, init, eval and generate") {
@@ -118,7 +143,7 @@ TEST_CASE("train: lm generation works at every context length a run can be train
   }
 }
 
-TEST_CASE("train: every command train suggests runs as printed") {
+TEST_CASE("train: every command train's try: line and a refusal's hint suggest runs as printed") {
   TempDir dir("tapegrad_test_lm_surfaces");
   // A run folder whose name needs quoting, for the classifier and for language models of small contexts.
   const std::string tsv = dir.file("train.tsv", keyword_tsv(200, 1));
@@ -139,6 +164,19 @@ TEST_CASE("train: every command train suggests runs as printed") {
     CHECK(r.exit_code == 0);
     CHECK(!r.out.empty());
   }
+  // The hints of refusals: the other kind's command (with the user's text, or without one: stdin), --out of a
+  // finished run, --resume of its best/.
+  const std::string classifier = quote(dir / "it's a classifier");
+  check_hints_run(dir, run_cli(dir, cat("generate --checkpoint ", classifier, " --prompt 'the cat'")), 1);
+  check_hints_run(dir, run_cli(dir, cat("generate --checkpoint ", classifier, " --prompt ' '")), 1);
+  for (const std::string tokenizer : {"characters", "words"})
+    for (const int context : {1, 8}) {
+      const std::string run = quote(dir / cat("it's run ", tokenizer, " ", context));
+      check_hints_run(dir, run_cli(dir, cat("predict --checkpoint ", run, " --text 'the cat sat on the mat and ran far'")), 2);
+      check_hints_run(dir, run_cli(dir, cat("predict --checkpoint ", run, " </dev/null")), 2);
+      check_hints_run(dir, run_cli(dir, cat("train --task lm --data ", quote(dir / "text.txt"), " --out ", run)), 1);
+      check_hints_run(dir, run_cli(dir, cat("train --resume ", quote(dir / cat("it's run ", tokenizer, " ", context, "/best")))), 1);
+    }
 }
 
 TEST_CASE("train: lm generate refuses a checkpoint whose logits overflow before writing any text") {

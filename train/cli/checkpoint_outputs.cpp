@@ -4,6 +4,10 @@
 #include <nlohmann/json.hpp>
 
 #include "autograd/error.h"
+#include "train/data/suggested_prompt.h"
+#include "train/data/vocab.h"
+#include "train/io/shell_command.h"
+#include "train/io/text_lines.h"
 #include "train/run_state.h"
 
 namespace tapegrad::cli {
@@ -24,18 +28,29 @@ int64_t evaluation_tokens_for(const std::string& dir, int64_t context_length) {
   return evaluation_tokens(saved ? saved->batch_size : TrainOptions().batch_size, context_length);
 }
 
-LoadedModel load_model_for_outputs(const std::string& dir) {
-  if (checkpoint_kind(dir) == kLanguageModelKind)
-    throw ValueError(cat(dir, " holds a language model, which has no labels to predict: sample from it with `tapegrad "
-                         "generate --checkpoint ", dir, " --prompt ...`, score a text with `tapegrad eval --checkpoint ", dir,
-                         " --data text.txt`"));
+LoadedModel load_model_for_outputs(const std::string& dir, const std::vector<std::string>& texts) {
+  if (checkpoint_kind(dir) == kLanguageModelKind) {
+    // The hint runs as printed: a prompt this model's tokenizer and context take, from the user's first text.
+    const LoadedLanguageModel lm = load_language_model(dir);
+    const std::vector<int64_t> ids = texts.empty() ? std::vector<int64_t>{} : lm.tokenizer.encode(texts.front());
+    const std::string prompt = suggested_prompt(lm.tokenizer, ids, lm.options.context_length);
+    std::string hint = cat("sample from it with `", suggested_command({"generate", "--checkpoint", dir, "--prompt=" + prompt}), "`");
+    std::error_code ec;
+    if (const auto saved = saved_options(dir); saved && std::filesystem::is_regular_file(saved->data, ec))
+      hint += cat(", score a text with `", suggested_command({"eval", "--checkpoint", dir, "--data", saved->data}), "`");
+    throw ValueError(cat(dir, " holds a language model, which has no labels to predict: ", hint));
+  }
   return load_model(dir);
 }
 
-LoadedLanguageModel load_language_model_for_outputs(const std::string& dir) {
-  if (checkpoint_kind(dir) != kLanguageModelKind)
-    throw ValueError(cat(dir, " holds a classifier, not a language model: `tapegrad predict --checkpoint ", dir,
-                         " --text ...` labels texts with it"));
+LoadedLanguageModel load_language_model_for_outputs(const std::string& dir, const std::string& prompt) {
+  if (checkpoint_kind(dir) != kLanguageModelKind) {
+    // predict takes any text with a word (an unknown one reads as <unk>): the prompt, where it has one.
+    const bool usable = find_invalid_utf8(prompt) == prompt.size() && !split_words(prompt).empty();
+    throw ValueError(cat(dir, " holds a classifier, not a language model: `",
+                         suggested_command({"predict", "--checkpoint", dir, "--text=" + (usable ? prompt : "text")}),
+                         "` labels a text with it"));
+  }
   return load_language_model(dir);
 }
 

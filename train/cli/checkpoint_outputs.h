@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "train/checkpoint/checkpoint.h"
 #include "train/evaluate.h"
@@ -21,10 +22,11 @@ int64_t evaluation_tokens_for(const std::string& dir, int64_t context_length);
 
 /// load_model (config.json's settings inside their declared ranges, so that none makes every output
 /// infinite or blind to the text), refusing a checkpoint of a language model and naming the commands that
-/// read it (generate, eval --data).
-LoadedModel load_model_for_outputs(const std::string& dir);
-/// load_language_model, refusing a classifier's checkpoint and naming predict.
-LoadedLanguageModel load_language_model_for_outputs(const std::string& dir);
+/// read it, runnable as printed: generate with a prompt from the first of `texts` the model takes, and
+/// eval --data of the text it was trained on, while that file is there.
+LoadedModel load_model_for_outputs(const std::string& dir, const std::vector<std::string>& texts);
+/// load_language_model, refusing a classifier's checkpoint and naming predict, with `prompt` as its text.
+LoadedLanguageModel load_language_model_for_outputs(const std::string& dir, const std::string& prompt);
 
 /// A NonFiniteOutput of classify or evaluate as the one line eval and predict give: the checkpoint, which
 /// output of which text or example (`item`), and the cause.

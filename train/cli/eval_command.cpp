@@ -22,7 +22,7 @@ namespace {
 
 /// eval of a language model's checkpoint: the loss of every token of --data's text (evaluate_text).
 void evaluate_language_model(const EvalFlags& f) {
-  LoadedLanguageModel loaded = load_language_model_for_outputs(f.checkpoint);
+  LoadedLanguageModel loaded = load_language_model(f.checkpoint);
   const int64_t context = loaded.options.context_length;
   const std::string text = read_whole_file(f.data, kTextLimit);
   check_corpus_text(text, f.data);
@@ -85,7 +85,7 @@ void add_eval(CLI::App& app, EvalFlags& f) {
     if (!f.data.empty())
       for (const CLI::Option* option : {symbols, min_len, max_len, seed, valid_size})
         if (option->count() > 0) throw ValueError(cat(option->get_name(), " configures a built-in task, which --data replaces"));
-    LoadedModel loaded = load_model_for_outputs(f.checkpoint);
+    LoadedModel loaded = load_model(f.checkpoint);
     std::vector<Example> examples;
     if (!f.data.empty()) {
       examples = read_tsv(f.data).examples;

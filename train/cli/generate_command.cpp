@@ -91,7 +91,7 @@ void add_generate(CLI::App& app, GenerateFlags& f) {
     if (f.max_new_tokens < 1 || f.max_new_tokens > kMaxNewTokens)
       throw ValueError(cat("--max-new-tokens must be in [1, ", kMaxNewTokens, "], got ", f.max_new_tokens));
     refuse_flags_without_effect(*cmd, f);
-    LoadedLanguageModel loaded = load_language_model_for_outputs(f.checkpoint);
+    LoadedLanguageModel loaded = load_language_model_for_outputs(f.checkpoint, f.prompt);
     if (f.no_cache && !loaded.model->supports_kv_cache())
       throw ValueError(cat("--no-cache has no effect: the attention of ", f.checkpoint,
                            " keeps no cache, so every token recomputes its window anyway"));

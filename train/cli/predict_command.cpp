@@ -66,7 +66,7 @@ void add_predict(CLI::App& app, PredictFlags& f) {
       }
     }
     check_texts(f.texts);
-    LoadedModel loaded = load_model_for_outputs(f.checkpoint);
+    LoadedModel loaded = load_model_for_outputs(f.checkpoint, f.texts);
     const std::vector<std::string> texts = f.texts.empty() ? texts_from_stdin() : f.texts;
     if (texts.empty()) throw ValueError("no texts (give --text or lines on stdin)");
     const bool cls = nn::prepends_cls(loaded.options);
