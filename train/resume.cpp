@@ -47,7 +47,9 @@ TrainOptions resumed_options(const json& state, const std::string& state_path, c
   relocate(given.data, o.data, "--data", "pipe");
   relocate(given.valid, o.valid, "--valid", "valid_pipe");
   validate_activation_checkpointing(o, [&dir](std::string_view field) {  // the flag given now, and the run's --ffn
-    return field == "model.ffn" ? cat(dir, "'s --ffn") : std::string("--activation-checkpointing");
+    if (field == "model.ffn") return cat(dir, "'s --ffn");
+    if (field == "model.n_layers") return cat(dir, "'s --layers");
+    return std::string("--activation-checkpointing");
   });
   try {
     validate(o, [](std::string_view field) { return cat("'options.", field, "'"); });

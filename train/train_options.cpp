@@ -131,6 +131,11 @@ void validate_activation_checkpointing(const TrainOptions& o, const OptionNames&
       nn::component<nn::FeedForwardKind>(o.model.ffn).auxiliary_loss)
     throw ValueError(cat(name("activation_checkpointing"), " on cannot recompute the layers of ", name("model.ffn"), " ",
                          o.model.ffn, ": their auxiliary loss is recorded as their forward runs (use auto or off)"));
+  // Every layer but the last is recomputed (nn/encoder.h): the last one's activations are used at once.
+  if (o.activation_checkpointing == "on" && o.model.n_layers <= 1)
+    throw ValueError(cat(name("activation_checkpointing"), " on has no effect with ", name("model.n_layers"), " ",
+                         o.model.n_layers, ": it recomputes every layer but the last, whose activations backward "
+                         "uses at once (it needs 2 layers or more)"));
 }
 
 int64_t language_model_context(const TrainOptions& o) {

@@ -82,6 +82,8 @@ std::vector<BadInput> flags_without_effect(const std::string& out, const std::st
       {"--experts without --ffn moe", "train --experts 8" + out, "--experts applies to --ffn moe only, not --ffn dense"},
       {"--top-k without --ffn moe", "train --top-k 1" + out, "--top-k applies to --ffn moe only"},
       {"--moe-aux-weight without --ffn moe", "train --moe-aux-weight 0.5" + out, "--moe-aux-weight applies to --ffn moe only"},
+      {"--activation-checkpointing on with one layer", "train --layers 1 --activation-checkpointing on" + out,
+       "--activation-checkpointing on has no effect with --layers 1"},
       {"--attention-eps without --attention linear", "train --attention-eps 1e-3" + out,
        "--attention-eps applies to --attention linear only, not --attention softmax"},
       {"a model flag with --init", "train --init " + run + " --data " + data + " --d-model 64" + out,

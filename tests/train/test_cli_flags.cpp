@@ -174,10 +174,17 @@ TEST_CASE("train: cli every flag of every other subcommand is refused where it w
     return Flag{flag, "", {{cat(eval_tsv, " ", flag, " ", value), flag + " configures a built-in task, which --data replaces"},
                            {cat(eval_lm, " ", flag, " ", value), flag + " configures a built-in task, not a language model's text"}}};
   };
-  const std::string generate = "generate --checkpoint " + lm + " --prompt the --temperature 0 ";
+  const std::string generate = "generate --checkpoint " + lm + " --prompt the ";
+  // Sampling flags have no effect where one token is always taken: greedy, and --top-k 1 (but for itself).
   const auto greedy = [&](const std::string& flag, const std::string& value) {
-    return Flag{flag, "", {{cat(generate, flag, " ", value), flag + " has no effect with --temperature 0"}}};
+    std::vector<Use> uses = {{cat(generate, "--top-k 1 ", flag, " ", value), flag + " has no effect with --top-k 1"}};
+    if (flag != "--temperature")
+      uses.push_back({cat(generate, "--temperature 0 ", flag, " ", value), flag + " has no effect with --temperature 0"});
+    return Flag{flag, "", uses};
   };
+  Flag top_k = greedy("--top-k", "3");
+  top_k.no_effect = {top_k.no_effect.back(),  // and a k of the whole vocabulary
+                     {generate + "--top-k 1000", "--top-k 1000 has no effect: " + lm.substr(1, lm.size() - 2)}};
   const std::vector<std::pair<std::string, std::vector<Flag>>> commands = {
       {"eval",
        {{"--checkpoint", "the model scored"}, {"--task", "the examples scored"}, {"--data", "the examples scored"},
@@ -189,7 +196,7 @@ TEST_CASE("train: cli every flag of every other subcommand is refused where it w
         {"--json", "the form of the output"}}},
       {"generate",
        {{"--checkpoint", "the model"}, {"--prompt", "the text continued"}, {"--max-new-tokens", "the text's length"},
-        {"--temperature", "the distribution drawn from"}, greedy("--top-k", "3"), greedy("--top-p", "0.5"), greedy("--seed", "2"),
+        greedy("--temperature", "2"), top_k, greedy("--top-p", "0.5"), greedy("--seed", "2"),
         {"--no-cache", "", {{"generate --checkpoint " + linear + " --prompt the --no-cache", "--no-cache has no effect"}}},
         {"--json", "the form of the output"}}},
       {"gradcheck", {{"--json", "the form of the output"}, {"--filter", "the cases run"}, {"--list", "lists instead of running"}}},

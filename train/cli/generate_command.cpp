@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -48,12 +49,24 @@ void write_stdout(std::string_view bytes) {
 }
 
 /// A flag that would have no effect is refused by name: greedy decoding (--temperature 0) draws nothing, so
-/// neither the sampling flags nor the seed change its text.
+/// neither the sampling flags nor the seed change its text; nor do the others with --top-k 1, which keeps
+/// only the most likely token.
 void refuse_flags_without_effect(const CLI::App& cmd, const GenerateFlags& f) {
-  if (f.sampling.temperature != 0) return;
-  for (const char* flag : {"--top-k", "--top-p", "--seed"})
-    if (cmd.get_option(flag)->count() > 0)
-      throw ValueError(cat(flag, " has no effect with --temperature 0, which always takes the most likely token"));
+  const auto refuse_given = [&](std::initializer_list<const char*> flags, const std::string& because) {
+    for (const char* flag : flags)
+      if (cmd.get_option(flag)->count() > 0) throw ValueError(cat(flag, " has no effect with ", because));
+  };
+  if (f.sampling.temperature == 0)
+    refuse_given({"--top-k", "--top-p", "--seed"}, "--temperature 0, which always takes the most likely token");
+  else if (f.sampling.top_k == 1)
+    refuse_given({"--temperature", "--top-p", "--seed"}, "--top-k 1, which always takes the most likely token");
+}
+
+/// --top-k of all the checkpoint's tokens but <unk> (never drawn) or more keeps every one: no effect.
+void refuse_top_k_of_whole_vocabulary(const GenerateFlags& f, int64_t vocab_size) {
+  if (f.sampling.top_k > 0 && f.sampling.top_k >= vocab_size - 1)
+    throw ValueError(cat("--top-k ", f.sampling.top_k, " has no effect: ", f.checkpoint, " has ", vocab_size - 1,
+                         " tokens to draw from (all but <unk>); give fewer, or 0 for all"));
 }
 
 /// The prompt's characters the tokenizer lacks read as <unk>: said on stderr, since the model continues
@@ -97,6 +110,7 @@ void add_generate(CLI::App& app, GenerateFlags& f) {
                            " keeps no cache, so every token recomputes its window anyway"));
     if (loaded.tokenizer.vocab_size() < 2)
       throw IOError(cat(f.checkpoint, "/tokenizer.json: no token but <unk>: there is no text to generate"));
+    refuse_top_k_of_whole_vocabulary(f, loaded.tokenizer.vocab_size());
     const std::vector<int64_t> prompt = prompt_ids(f.prompt, loaded);
     note_unknown_prompt_tokens(prompt);
     StreamingDecoder text(loaded.tokenizer, prompt);  // the prompt is printed with the first new token, once
