@@ -55,7 +55,7 @@ std::string read_text(const std::string& path, nlohmann::json& sources, const ch
 /// training text (TrainOptions::tokenizer). Their errors name the file and the vocabulary size.
 Tokenizer make_tokenizer(const TrainOptions& o, std::string_view text) {
   if (!o.tokenizer_model.empty()) return Tokenizer::from_sentencepiece_model(o.tokenizer_model);
-  if (o.tokenizer == "bpe") return Tokenizer::learn_bpe(text, o.vocab_size, o.data);
+  if (o.tokenizer == "bpe") return Tokenizer::learn_bpe(text, o.vocab_size, o.data, "--vocab-size");
   return Tokenizer::learn(tokenizer_kind(o.tokenizer), text, o.data);
 }
 

@@ -39,9 +39,11 @@ class Tokenizer {
   /// characters or words; bpe needs a vocabulary size (learn_bpe).
   static Tokenizer learn(Kind kind, std::string_view text, const std::string& what = "the training text");
   /// A SentencePiece BPE model of exactly vocab_size tokens learnt from `text` (check_corpus_text's rules
-  /// hold), the same model for the same text. A ValueError naming `what` and vocab_size when the size is
-  /// below the text's distinct characters + 1 (<unk>), or above what its merges can reach.
-  static Tokenizer learn_bpe(std::string_view text, int64_t vocab_size, const std::string& what = "the training text");
+  /// hold), the same model for the same text. A ValueError naming `what` and the size (as `size_name`, the
+  /// setting a user gives it by: "--vocab-size") when the size is below the text's distinct characters + 1
+  /// (<unk>), or above what its merges can reach.
+  static Tokenizer learn_bpe(std::string_view text, int64_t vocab_size, const std::string& what = "the training text",
+                             const std::string& size_name = "vocab size");
   /// An existing SentencePiece model file (as spm_train or the Python package writes it), BPE or unigram,
   /// whose <unk> is id 0 as here. An IOError naming `path` when it cannot be read, is not a SentencePiece
   /// model or numbers <unk> otherwise.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <regex>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -62,9 +63,21 @@ class TrainingSentences : public sentencepiece::SentenceIterator {
   std::string current_;
 };
 
+/// Why SentencePiece's trainer failed, in our words where we know its message: "Vocabulary size too high
+/// (100). Please set it to a value <= 94" is the most tokens the text's merges reach.
+std::string bpe_training_failure(const sentencepiece::util::Status& status, const std::string& what) {
+  const std::string reason = sentencepiece_reason(status, "SentencePiece's trainer failed");
+  static const std::regex too_high(R"(Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+))");
+  if (std::smatch m; std::regex_search(reason, m, too_high))
+    return cat("more than the ", m[1].str(), " tokens BPE can learn from ", what,
+               " (its characters, <unk> and every merge its text has): at most ", m[1].str());
+  return cat("learning BPE tokens from ", what, ": ", reason);
+}
+
 }  // namespace
 
-Tokenizer Tokenizer::learn_bpe(std::string_view text, int64_t vocab_size, const std::string& what) {
+Tokenizer Tokenizer::learn_bpe(std::string_view text, int64_t vocab_size, const std::string& what,
+                               const std::string& size_name) {
   try {
     check_corpus_text(text, what);
   } catch (const IOError& e) {
@@ -79,12 +92,12 @@ Tokenizer Tokenizer::learn_bpe(std::string_view text, int64_t vocab_size, const 
   }
   const auto smallest = static_cast<int64_t>(characters.size()) + 1;
   if (vocab_size < smallest)
-    throw ValueError(cat("vocab size ", vocab_size, " is below the ", characters.size(), " distinct characters of ",
+    throw ValueError(cat(size_name, " ", vocab_size, " is below the ", characters.size(), " distinct characters of ",
                          what, " + 1 (<unk>): BPE starts from every character, so at least ", smallest));
   // SentencePiece numbers pieces with int.
   if (vocab_size > std::numeric_limits<int>::max())
     throw ValueError(
-        cat("vocab size ", vocab_size, " is above SentencePiece's largest, ", std::numeric_limits<int>::max()));
+        cat(size_name, " ", vocab_size, " is above SentencePiece's largest, ", std::numeric_limits<int>::max()));
 
   TrainingSentences sentences(text);
   constexpr size_t kLongestSentence = size_t{1} << 30;  // SentencePiece's bound on max_sentence_length
@@ -132,8 +145,7 @@ Tokenizer Tokenizer::learn_bpe(std::string_view text, int64_t vocab_size, const 
   };
   std::string model;
   if (const auto status = sentencepiece::SentencePieceTrainer::Train(options, &sentences, &model); !status.ok())
-    throw ValueError(cat("learning ", vocab_size, " BPE tokens from ", what, ": ",
-                         sentencepiece_reason(status, "SentencePiece's trainer failed")));
+    throw ValueError(cat(size_name, " ", vocab_size, ": ", bpe_training_failure(status, what)));
   return from_sentencepiece_bytes(std::move(model), "the SentencePiece model just learnt");
 }
 
