@@ -205,6 +205,15 @@ TEST_CASE("outputs: results that cannot be written to stdout are an error, not a
     const Result r = run_shell(dir, cat("timeout 60 ", tapegrad_command(), " ", args, " > /dev/full"));
     require_one_line_error(r, "stdout: could not write the results");
   }
+  // train's results come after the work: the failed write is its last line, and no line before it says the
+  // run finished or where its checkpoint is.
+  const Result trained = run_shell(dir, cat("timeout 60 ", tapegrad_command(), " train --json --steps 5 --eval-every 5 --out ",
+                                            quote(dir / "trained"), " > /dev/full"));
+  INFO(trained.err);
+  CHECK(trained.exit_code == 1);
+  REQUIRE(!lines_of(trained.err).empty());
+  CHECK_THAT(lines_of(trained.err).back(), Catch::Contains("stdout: could not write the results (No space left on device)"));
+  CHECK_THAT(trained.err, !Catch::Contains("finished after") && !Catch::Contains("checkpoint:"));
 }
 
 TEST_CASE("outputs: docs/reliability.md lists every row of this file") {

@@ -1,17 +1,16 @@
 #include "train/cli/generate_command.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <initializer_list>
 #include <chrono>
 #include <cstdio>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "autograd/error.h"
 #include "train/cli/checkpoint_outputs.h"
 #include "train/cli/number_flags.h"
+#include "train/cli/standard_output.h"
 #include "train/data/streaming_decoder.h"
 #include "train/io/text_lines.h"
 
@@ -20,6 +19,8 @@ namespace tapegrad::cli {
 using nlohmann::json;
 
 namespace {
+
+constexpr std::string_view kWhat = "the generated text";  // what write_stdout names when stdout fails
 
 /// The longest run of new tokens a command asks for: far past any context, short of a typo.
 constexpr int64_t kMaxNewTokens = 1'000'000;
@@ -38,14 +39,6 @@ std::vector<int64_t> prompt_ids(const std::string& prompt, const LoadedLanguageM
     throw ValueError(cat("--prompt: ", ids.size(), " tokens, more than the model's context length ", context,
                          ": shorten it to its last ", context, " tokens or fewer"));
   return ids;
-}
-
-/// bytes to stdout, flushed: a failed write (a full disk, /dev/full, a closed pipe) is an IOError at once, so
-/// that no line after it says the text was written.
-void write_stdout(std::string_view bytes) {
-  errno = 0;
-  if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout) != 0)
-    throw IOError(cat("stdout: could not write the generated text", errno ? cat(" (", std::strerror(errno), ")") : ""));
 }
 
 /// A flag that would have no effect is refused by name: greedy decoding (--temperature 0) draws nothing, so
@@ -125,7 +118,7 @@ void add_generate(CLI::App& app, GenerateFlags& f) {
       tokens = nn::generate(*loaded.model, prompt, f.max_new_tokens, sampling, rng, cached,
                             [&](const nn::GeneratedToken& token) {
                                 if (f.json) return;
-                                write_stdout(text.add(token.id));
+                                write_stdout(text.add(token.id), kWhat);
                               });
     } catch (const nn::NonFiniteLogits& e) {
       throw ValueError(cat(f.checkpoint, ": the logits of new token ", e.position + 1, " are not finite (the largest is ",
@@ -139,10 +132,10 @@ void add_generate(CLI::App& app, GenerateFlags& f) {
       for (const nn::GeneratedToken& t : tokens) text.add(t.id);
       write_stdout(json{{"prompt", f.prompt},  {"prompt_tokens", prompt}, {"tokens", generated},
                         {"text", text.text()}, {"kv_cache", cached},      {"seconds", seconds}}
-                       .dump() + "\n");
+                       .dump() + "\n", kWhat);
       return;
     }
-    write_stdout(text.finish() + "\n");  // the text, all of it written, before the timing line, where both go to one terminal
+    write_stdout(text.finish() + "\n", kWhat);  // the text, all of it written, before the timing line, where both go to one terminal
     std::fprintf(stderr, "%zu tokens in %.2f s (%.1f tokens/s, %s)\n", tokens.size(), seconds,
                  static_cast<double>(tokens.size()) / std::max(seconds, 1e-9),
                  cached ? "KV cache" : "no cache: --no-cache");

@@ -9,6 +9,7 @@
 #include "nn/settings.h"
 #include "optim/optimizer.h"
 #include "train/cli/number_flags.h"
+#include "train/cli/standard_output.h"
 #include "train/cli/train_flags.h"
 #include "train/io/interrupt.h"
 #include "train/io/shell_command.h"
@@ -185,6 +186,8 @@ void add_train(CLI::App& app, TrainFlags& f) {
       summary = train(o, std::cerr, build_classifier, parallelism);
     }
     if (f.launch.rank != 0) return;  // rank 0 reports for all
+    // The results first: a failed write (> /dev/full) is the error, before any line says the run finished.
+    if (f.json) write_stdout(to_json(summary).dump() + "\n", "the results");
     if (summary.ranks > 1)
       std::fprintf(stderr,
                    "%d ranks, %lld examples per step; per step after backward, rank 0 waited %.3f ms for the other "
@@ -206,9 +209,7 @@ void add_train(CLI::App& app, TrainFlags& f) {
       std::fprintf(stderr, "%lld training sequences were cut to the context length\n", static_cast<long long>(summary.truncated));
     std::fprintf(stderr, "checkpoint: %s (best: %s/best)  metrics: %s/metrics.csv  curves: %s/curves.svg\n",
                  summary.out.c_str(), summary.out.c_str(), summary.out.c_str(), summary.out.c_str());
-    if (f.json) {
-      std::cout << to_json(summary).dump() << std::endl;
-    } else if (f.resume.empty()) {
+    if (!f.json && f.resume.empty()) {
       // "--prompt=...": a text that starts with '-' is still the flag's value.
       const std::string command =
           suggested_command({summary.language_model ? "generate" : "predict", "--checkpoint", summary.out,
