@@ -113,7 +113,12 @@ def interrupted_run_case(out):
         began = time.monotonic()
         process = subprocess.Popen(argv, cwd=work.dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    start_new_session=True)
-        time.sleep(1.5)
+        # Signalled once training has begun (its lock is in --out), not after a fixed time: on a fast machine
+        # the run would be over first.
+        lock = os.path.join(work.dir, argv[argv.index("--out") + 1], ".lock")
+        while not os.path.exists(lock) and process.poll() is None and time.monotonic() - began < 30:
+            time.sleep(0.01)
+        time.sleep(0.2)
         process.send_signal(signal.SIGTERM)
         try:
             out_bytes, err = process.communicate(timeout=60)
@@ -139,7 +144,7 @@ def interrupted_run_case(out):
         return None
     return Case(GROUP, f"an interrupted run's continue with: line resumes it as printed (--out {out!r})",
                 ["tapegrad", "train", "--task", "lm", "--data", "corpus.txt", "--context-length", "8", *TINY_MODEL,
-                 "--steps", "12000", "--eval-every", "4000", "--out", out],
+                 "--steps", "40000", "--eval-every", "10000", "--out", out],
                 [custom(check)], setup=lambda work: work.copy_file(work.fixtures.corpus, "corpus.txt"), runner=runner,
                 expected_signal_exit=128 + signal.SIGTERM, timeout=150)
 
